@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_drv.c - module, DRM driver, ioctl table and device lifecycle
+ */
+
+#include <linux/device.h>
+#include <linux/module.h>
+
+#include <drm/drm_accel.h>
+#include <drm/drm_drv.h>
+#include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_ioctl.h>
+#include <drm/drm_print.h>
+
+#include <uapi/drm/rbln_accel.h>
+
+#include "rbln_drv.h"
+#include "rbln_hw.h"
+#include "emu/rbln_emu.h"
+
+static int rbln_get_param_ioctl(struct drm_device *drm, void *data,
+				struct drm_file *file)
+{
+	struct rbln_device *rdev = to_rbln_device(drm);
+	struct drm_rbln_get_param *args = data;
+
+	if (args->pad)
+		return -EINVAL;
+
+	switch (args->param) {
+	case RBLN_PARAM_ABI_VERSION:
+		args->value = RBLN_ABI_VERSION;
+		break;
+	case RBLN_PARAM_DEVICE_ID:
+		args->value = rdev->chip_id;
+		break;
+	case RBLN_PARAM_HW_REVISION:
+		args->value = rdev->hw_rev;
+		break;
+	case RBLN_PARAM_EMULATED:
+		args->value = rdev->emulated;
+		break;
+	case RBLN_PARAM_DEVICE_MEMORY_SIZE:
+		args->value = rdev->mem_size;
+		break;
+	case RBLN_PARAM_DEVICE_INDEX:
+		args->value = rdev->index;
+		break;
+	default:
+		return -EINVAL;
+	}
+
+	return 0;
+}
+
+static const struct drm_ioctl_desc rbln_ioctls[] = {
+	DRM_IOCTL_DEF_DRV(RBLN_GET_PARAM, rbln_get_param_ioctl, 0),
+};
+
+DEFINE_DRM_ACCEL_FOPS(rbln_fops);
+
+/*
+ * DRIVER_GEM also gives every device its mmap offset manager, which the
+ * accel fops' drm_gem_mmap() dereferences: without it, mmap() of the node
+ * would oops instead of failing.
+ */
+static const struct drm_driver rbln_drm_driver = {
+	.driver_features = DRIVER_COMPUTE_ACCEL | DRIVER_GEM,
+	.fops = &rbln_fops,
+	.ioctls = rbln_ioctls,
+	.num_ioctls = ARRAY_SIZE(rbln_ioctls),
+	.name = RBLN_DRIVER_NAME,
+	.desc = RBLN_DRIVER_DESC,
+	.major = RBLN_DRIVER_MAJOR,
+	.minor = RBLN_DRIVER_MINOR,
+};
+
+/*
+ * Reads what the hardware says about itself and checks that it answers:
+ * a scratch register that does not hold what was written means the device
+ * is absent or dead, and binding to it would only fail later.
+ */
+static int rbln_hw_identify(struct rbln_device *rdev)
+{
+	struct rbln_hw *hw = rdev->hw;
+	const u32 probe = 0x5a5aa5a5;
+
+	rbln_hw_write(hw, RBLN_REG_SCRATCH, probe);
+	if (rbln_hw_read(hw, RBLN_REG_SCRATCH) != probe)
+		return -ENODEV;
+
+	rdev->chip_id = rbln_hw_read(hw, RBLN_REG_CHIP_ID);
+	if (rdev->chip_id != RBLN_CHIP_ID_EMULATED) {
+		drm_err(&rdev->drm, "unknown chip id %#x\n", rdev->chip_id);
+		return -ENODEV;
+	}
+	rdev->hw_rev = rbln_hw_read(hw, RBLN_REG_HW_REV);
+	rdev->index = rbln_hw_read(hw, RBLN_REG_DEV_INDEX);
+	rdev->emulated = rbln_hw_read(hw, RBLN_REG_HW_CFG) & RBLN_HW_CFG_EMULATED;
+	rdev->mem_size = rbln_hw_read64(hw, RBLN_REG_MEM_SIZE_LO);
+	return 0;
+}
+
+/**
+ * rbln_device_probe() - bring up one NPU and publish its accel node
+ * @parent: the bus device
+ * @hw: its hardware
+ *
+ * Memory is device-managed: it goes when @parent is unbound, or when the
+ * last open file closes, whichever is later.
+ *
+ * Return: 0 or a negative errno.
+ */
+static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
+{
+	struct rbln_device *rdev;
+	int ret;
+
+	rdev = devm_drm_dev_alloc(parent, &rbln_drm_driver, struct rbln_device, drm);
+	if (IS_ERR(rdev))
+		return PTR_ERR(rdev);
+	rdev->hw = hw;
+	dev_set_drvdata(parent, rdev);
+
+	ret = rbln_hw_identify(rdev);
+	if (ret)
+		return ret;
+
+	ret = drm_dev_register(&rdev->drm, 0);
+	if (ret)
+		return ret;
+
+	drm_info(&rdev->drm, "%s NPU %u, rev %u.%u, %llu MiB device memory\n",
+		 rdev->emulated ? "emulated" : "silicon", rdev->index,
+		 rdev->hw_rev >> 16, rdev->hw_rev & 0xffff,
+		 rdev->mem_size >> 20);
+	return 0;
+}
+
+/*
+ * Unplug rather than unregister: files may still be open. From here on
+ * every ioctl fails with -ENODEV and the device's memory lives until the
+ * last file closes.
+ */
+static int rbln_device_remove(struct device *parent)
+{
+	struct rbln_device *rdev = dev_get_drvdata(parent);
+
+	drm_dev_unplug(&rdev->drm);
+	return 0;
+}
+
+static int rbln_emu_probe(struct device *dev)
+{
+	return rbln_device_probe(dev, rbln_emu_hw(dev));
+}
+
+static struct device_driver rbln_emu_driver = {
+	.name = RBLN_DRIVER_NAME,
+	.bus = &rbln_emu_bus_type,
+	.owner = THIS_MODULE,
+	.probe = rbln_emu_probe,
+	.remove = rbln_device_remove,
+};
+
+static int __init rbln_init(void)
+{
+	int ret;
+
+	ret = rbln_emu_init();
+	if (ret)
+		return ret;
+
+	ret = driver_register(&rbln_emu_driver);
+	if (ret)
+		goto err_emu;
+
+	ret = rbln_emu_add_initial();
+	if (ret)
+		goto err_driver;
+
+	return 0;
+
+err_driver:
+	rbln_emu_remove_all();
+	driver_unregister(&rbln_emu_driver);
+err_emu:
+	rbln_emu_exit();
+	return ret;
+}
+
+static void __exit rbln_exit(void)
+{
+	rbln_emu_remove_all();
+	driver_unregister(&rbln_emu_driver);
+	rbln_emu_exit();
+}
+
+module_init(rbln_init);
+module_exit(rbln_exit);
+
+MODULE_DESCRIPTION("DRM accel driver for rbln NPUs, with an emulated NPU");
+MODULE_LICENSE("GPL");
