@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_devices - device enumeration and the emulated devices' lifecycle
+ *
+ * Run with rbln.ko loaded with emu_devices=N and no other device added.
+ * Every test leaves the set of devices as it found it.
+ */
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <xf86drm.h>
+
+#include "kselftest_harness.h"
+#include "rbln_test.h"
+
+/* Ids far from those emu_devices creates (0..N-1). */
+#define ID_A	700
+#define ID_B	701
+
+static int cmp_uint(const void *a, const void *b)
+{
+	unsigned int x = *(const unsigned int *)a, y = *(const unsigned int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The minors of /dev/accel/accel*, sorted; returns how many. */
+static int dev_accel_minors(unsigned int *minors, int max)
+{
+	struct dirent *de;
+	struct stat st;
+	char path[300];
+	DIR *dir;
+	int n = 0;
+
+	dir = opendir("/dev/accel");
+	if (!dir)
+		return 0;
+	while ((de = readdir(dir)) && n < max) {
+		if (strncmp(de->d_name, "accel", 5))
+			continue;
+		snprintf(path, sizeof(path), "/dev/accel/%s", de->d_name);
+		if (!stat(path, &st) && S_ISCHR(st.st_mode))
+			minors[n++] = minor(st.st_rdev);
+	}
+	closedir(dir);
+	qsort(minors, n, sizeof(*minors), cmp_uint);
+	return n;
+}
+
+TEST(initial_devices_appear)
+{
+	unsigned int minors[RBLN_MAX_TEST_DEVICES];
+	int expected = rbln_emu_initial_devices();
+	int n, i;
+
+	ASSERT_GE(expected, 1) TH_LOG("load rbln.ko with emu_devices >= 1");
+	n = rbln_drm_enumerate(minors, RBLN_MAX_TEST_DEVICES);
+	ASSERT_EQ(expected, n);
+
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ((int)minors[i], rbln_emu_minor(i))
+			TH_LOG("emulated device %d is not accel%u", i, minors[i]);
+	}
+}
+
+TEST(enumeration_matches_dev_accel)
+{
+	unsigned int from_lib[RBLN_MAX_TEST_DEVICES], from_dev[RBLN_MAX_TEST_DEVICES];
+	int n_lib, n_dev, i;
+
+	n_lib = rbln_drm_enumerate(from_lib, RBLN_MAX_TEST_DEVICES);
+	n_dev = dev_accel_minors(from_dev, RBLN_MAX_TEST_DEVICES);
+	/* rbln is the only accel driver in the test VM. */
+	ASSERT_EQ(n_dev, n_lib);
+	for (i = 0; i < n_lib; i++)
+		ASSERT_EQ(from_dev[i], from_lib[i]);
+}
+
+TEST(enumerate_counts_beyond_max)
+{
+	unsigned int one = ~0u;
+	int expected = rbln_emu_initial_devices();
+
+	ASSERT_EQ(expected, rbln_drm_enumerate(NULL, 0));
+	ASSERT_EQ(expected, rbln_drm_enumerate(&one, 1));
+	ASSERT_EQ((unsigned int)rbln_emu_minor(0), one);
+	ASSERT_EQ(-EINVAL, rbln_drm_enumerate(NULL, 1));
+}
+
+TEST(driver_name_is_rbln)
+{
+	unsigned int minors[RBLN_MAX_TEST_DEVICES];
+	int n, i;
+
+	n = rbln_drm_enumerate(minors, RBLN_MAX_TEST_DEVICES);
+	ASSERT_GE(n, 1);
+	for (i = 0; i < n; i++) {
+		drmVersionPtr v;
+		char path[64];
+		int fd;
+
+		snprintf(path, sizeof(path), "/dev/accel/accel%u", minors[i]);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		ASSERT_GE(fd, 0);
+		v = drmGetVersion(fd);
+		ASSERT_NE(NULL, v);
+		EXPECT_STREQ("rbln", v->name);
+		EXPECT_EQ(1, v->version_major);
+		drmFreeVersion(v);
+		close(fd);
+	}
+}
+
+TEST(open_fd_rejects_other_files)
+{
+	struct rbln_drm_device *dev = (void *)1;
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(-ENODEV, rbln_drm_open_fd(fd, &dev));
+	EXPECT_EQ(NULL, dev);
+	/* The caller's descriptor is still its own. */
+	EXPECT_EQ(0, close(fd));
+	EXPECT_EQ(-EBADF, rbln_drm_open_fd(fd, &dev));
+	EXPECT_EQ(-ENOENT, rbln_drm_open(4000, &dev));
+	EXPECT_EQ(-EINVAL, rbln_drm_open(0, NULL));
+}
+
+TEST(mmap_without_objects_fails)
+{
+	struct rbln_drm_device *dev;
+	void *p;
+
+	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(0), &dev));
+	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, rbln_drm_fd(dev), 0);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(EINVAL, errno);
+	rbln_drm_close(dev);
+}
+
+TEST(unknown_ioctl_fails)
+{
+	struct drm_rbln_get_param arg = { 0 };
+	struct rbln_drm_device *dev;
+	unsigned long nr = DRM_IOWR(DRM_COMMAND_BASE + 0x3f, struct drm_rbln_get_param);
+
+	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(0), &dev));
+	EXPECT_EQ(-1, ioctl(rbln_drm_fd(dev), nr, &arg));
+	EXPECT_EQ(EINVAL, errno);
+	rbln_drm_close(dev);
+}
+
+TEST(add_and_remove_at_run_time)
+{
+	int before = rbln_drm_enumerate(NULL, 0);
+	struct rbln_drm_device *dev;
+	uint64_t v;
+	int minor;
+
+	ASSERT_EQ(0, rbln_emu_add(ID_A, 64));
+	minor = rbln_emu_minor(ID_A);
+	ASSERT_GE(minor, 0);
+	EXPECT_EQ(before + 1, rbln_drm_enumerate(NULL, 0));
+
+	ASSERT_EQ(0, rbln_drm_open(minor, &dev));
+	EXPECT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_INDEX, &v));
+	EXPECT_EQ(ID_A, v);
+	EXPECT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_MEMORY_SIZE, &v));
+	EXPECT_EQ(64ull << 20, v);
+	EXPECT_EQ((unsigned int)minor, rbln_drm_minor(dev));
+	rbln_drm_close(dev);
+
+	ASSERT_EQ(0, rbln_emu_del(ID_A));
+	EXPECT_EQ(-1, rbln_emu_minor(ID_A));
+	EXPECT_EQ(before, rbln_drm_enumerate(NULL, 0));
+	EXPECT_EQ(-ENOENT, rbln_drm_open(minor, &dev));
+
+	/* The id is free again. */
+	ASSERT_EQ(0, rbln_emu_add(ID_A, 0));
+	ASSERT_EQ(0, rbln_emu_del(ID_A));
+}
+
+TEST(new_device_rejects_bad_input)
+{
+	char line[64];
+
+	EXPECT_EQ(-EEXIST, rbln_emu_add(0, 0));
+	EXPECT_EQ(-EINVAL, rbln_emu_add(1024, 0));	/* id above the maximum */
+	EXPECT_EQ(-EINVAL, rbln_emu_add(ID_A, 3));	/* memory below 4 MiB */
+	EXPECT_EQ(-EINVAL, rbln_emu_add(ID_A, 65537));	/* memory above 64 GiB */
+	EXPECT_EQ(-EINVAL, rbln_sysfs_write(RBLN_EMU_BUS "/new_device", "abc"));
+	EXPECT_EQ(-EINVAL, rbln_sysfs_write(RBLN_EMU_BUS "/new_device", "\n"));
+	snprintf(line, sizeof(line), "%u 64 1", ID_A);
+	EXPECT_EQ(-EINVAL, rbln_sysfs_write(RBLN_EMU_BUS "/new_device", line));
+	snprintf(line, sizeof(line), "%u 64x", ID_A);
+	EXPECT_EQ(-EINVAL, rbln_sysfs_write(RBLN_EMU_BUS "/new_device", line));
+	/* Nothing was created by any of these. */
+	EXPECT_EQ(-1, rbln_emu_minor(ID_A));
+	EXPECT_EQ(rbln_emu_initial_devices(), rbln_drm_enumerate(NULL, 0));
+}
+
+TEST(del_device_rejects_bad_input)
+{
+	EXPECT_EQ(-ENOENT, rbln_emu_del(ID_B));
+	EXPECT_EQ(-EINVAL, rbln_sysfs_write(RBLN_EMU_BUS "/del_device", "zero"));
+	EXPECT_EQ(-EINVAL, rbln_sysfs_write(RBLN_EMU_BUS "/del_device", "1 2"));
+	EXPECT_EQ(rbln_emu_initial_devices(), rbln_drm_enumerate(NULL, 0));
+}
+
+TEST(remove_with_open_file)
+{
+	struct rbln_drm_device *dev;
+	uint64_t v = 0;
+	void *p;
+
+	ASSERT_EQ(0, rbln_emu_add(ID_B, 16));
+	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(ID_B), &dev));
+	ASSERT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_INDEX, &v));
+	ASSERT_EQ(ID_B, v);
+
+	ASSERT_EQ(0, rbln_emu_del(ID_B));
+
+	/* The file stays open; everything on it now fails with ENODEV. */
+	v = 42;
+	EXPECT_EQ(-ENODEV, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_INDEX, &v));
+	EXPECT_EQ(42, v);
+	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, rbln_drm_fd(dev), 0);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(-1, rbln_emu_minor(ID_B));
+	rbln_drm_close(dev);
+
+	/* Others are untouched. */
+	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(0), &dev));
+	EXPECT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_INDEX, &v));
+	EXPECT_EQ(0, v);
+	rbln_drm_close(dev);
+}
+
+struct hammer {
+	struct rbln_drm_device *dev;
+	atomic_long ok, gone, other;
+};
+
+/* Calls GET_PARAM until the first failure, which must be ENODEV. */
+static void *hammer_get_param(void *arg)
+{
+	struct hammer *h = arg;
+	uint64_t v;
+	int ret;
+
+	while (!(ret = rbln_drm_get_param(h->dev, RBLN_PARAM_DEVICE_MEMORY_SIZE, &v)))
+		atomic_fetch_add(&h->ok, 1);
+	atomic_fetch_add(ret == -ENODEV ? &h->gone : &h->other, 1);
+	return NULL;
+}
+
+TEST(remove_during_ioctls)
+{
+	struct hammer h = { 0 };
+	pthread_t threads[4];
+	unsigned int i;
+
+	ASSERT_EQ(0, rbln_emu_add(ID_B, 16));
+	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(ID_B), &h.dev));
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, pthread_create(&threads[i], NULL, hammer_get_param, &h));
+
+	/* Let every thread get some calls through before the device goes. */
+	while (atomic_load(&h.ok) < 1000)
+		sched_yield();
+	ASSERT_EQ(0, rbln_emu_del(ID_B));
+	for (i = 0; i < 4; i++)
+		pthread_join(threads[i], NULL);
+
+	EXPECT_EQ(4, atomic_load(&h.gone));
+	EXPECT_EQ(0, atomic_load(&h.other));
+	rbln_drm_close(h.dev);
+}
+
+TEST_HARNESS_MAIN
