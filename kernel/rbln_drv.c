@@ -5,17 +5,20 @@
 
 #include <linux/device.h>
 #include <linux/module.h>
+#include <linux/slab.h>
 
 #include <drm/drm_accel.h>
 #include <drm/drm_drv.h>
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
+#include <drm/drm_gem_shmem_helper.h>
 #include <drm/drm_ioctl.h>
 #include <drm/drm_print.h>
 
 #include <uapi/drm/rbln_accel.h>
 
 #include "rbln_drv.h"
+#include "rbln_gem.h"
 #include "rbln_hw.h"
 #include "emu/rbln_emu.h"
 
@@ -47,6 +50,15 @@ static int rbln_get_param_ioctl(struct drm_device *drm, void *data,
 	case RBLN_PARAM_DEVICE_INDEX:
 		args->value = rdev->index;
 		break;
+	case RBLN_PARAM_VA_START:
+		args->value = RBLN_VA_START;
+		break;
+	case RBLN_PARAM_VA_SIZE:
+		args->value = RBLN_VA_SIZE;
+		break;
+	case RBLN_PARAM_DEVICE_MEMORY_USED:
+		args->value = rbln_devmem_used(rdev);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -54,19 +66,51 @@ static int rbln_get_param_ioctl(struct drm_device *drm, void *data,
 	return 0;
 }
 
+static int rbln_open(struct drm_device *drm, struct drm_file *file)
+{
+	struct rbln_file *rfile = kzalloc(sizeof(*rfile), GFP_KERNEL);
+
+	if (!rfile)
+		return -ENOMEM;
+	rbln_vm_init(&rfile->vm);
+	file->driver_priv = rfile;
+	return 0;
+}
+
+/* GEM handles, and with them every mapping, are gone by now. */
+static void rbln_postclose(struct drm_device *drm, struct drm_file *file)
+{
+	struct rbln_file *rfile = to_rbln_file(file);
+
+	rbln_vm_fini(&rfile->vm);
+	kfree(rfile);
+}
+
+static void rbln_show_fdinfo(struct drm_printer *p, struct drm_file *file)
+{
+	rbln_gem_show_fdinfo(p, file);
+}
+
 static const struct drm_ioctl_desc rbln_ioctls[] = {
 	DRM_IOCTL_DEF_DRV(RBLN_GET_PARAM, rbln_get_param_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(RBLN_BO_CREATE, rbln_bo_create_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(RBLN_BO_INFO, rbln_bo_info_ioctl, 0),
 };
 
-DEFINE_DRM_ACCEL_FOPS(rbln_fops);
+static const struct file_operations rbln_fops = {
+	.owner = THIS_MODULE,
+	DRM_ACCEL_FOPS,
+	.show_fdinfo = drm_show_fdinfo,
+};
 
-/*
- * DRIVER_GEM also gives every device its mmap offset manager, which the
- * accel fops' drm_gem_mmap() dereferences: without it, mmap() of the node
- * would oops instead of failing.
- */
 static const struct drm_driver rbln_drm_driver = {
 	.driver_features = DRIVER_COMPUTE_ACCEL | DRIVER_GEM,
+	.open = rbln_open,
+	.postclose = rbln_postclose,
+	.show_fdinfo = rbln_show_fdinfo,
+	.gem_create_object = rbln_gem_create_object,
+	.gem_prime_import = rbln_gem_prime_import,
+	.gem_prime_import_sg_table = drm_gem_shmem_prime_import_sg_table,
 	.fops = &rbln_fops,
 	.ioctls = rbln_ioctls,
 	.num_ioctls = ARRAY_SIZE(rbln_ioctls),
@@ -127,6 +171,11 @@ static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
 	if (ret)
 		return ret;
 
+	ret = rbln_devmem_init(rdev);
+	if (ret)
+		return ret;
+	rbln_debugfs_init(rdev);
+
 	ret = drm_dev_register(&rdev->drm, 0);
 	if (ret)
 		return ret;
@@ -162,6 +211,7 @@ static struct device_driver rbln_emu_driver = {
 	.owner = THIS_MODULE,
 	.probe = rbln_emu_probe,
 	.remove = rbln_device_remove,
+	.dev_groups = rbln_dev_groups,
 };
 
 static int __init rbln_init(void)
@@ -202,3 +252,4 @@ module_exit(rbln_exit);
 
 MODULE_DESCRIPTION("DRM accel driver for rbln NPUs, with an emulated NPU");
 MODULE_LICENSE("GPL");
+MODULE_IMPORT_NS(DMA_BUF);

@@ -5,7 +5,13 @@
 #ifndef __RBLN_DRV_H__
 #define __RBLN_DRV_H__
 
+#include <linux/gpu_buddy.h>
+#include <linux/mutex.h>
+
 #include <drm/drm_device.h>
+#include <drm/drm_file.h>
+
+#include "rbln_mmu.h"
 
 #define RBLN_DRIVER_NAME	"rbln"
 #define RBLN_DRIVER_DESC	"rbln NPU"
@@ -24,6 +30,8 @@ struct rbln_hw;
  * @index: RBLN_REG_DEV_INDEX, read at probe.
  * @emulated: RBLN_HW_CFG_EMULATED, read at probe.
  * @mem_size: device memory in bytes, read at probe.
+ * @mem_lock: protects @mem.
+ * @mem: allocator of device memory, [0, @mem_size).
  *
  * Fields read at probe never change afterwards and need no lock.
  */
@@ -35,11 +43,39 @@ struct rbln_device {
 	u32 index;
 	bool emulated;
 	u64 mem_size;
+
+	struct mutex mem_lock; /* protects mem */
+	struct gpu_buddy mem;
+};
+
+/**
+ * struct rbln_file - what the driver keeps per open file
+ * @vm: the file's device address space.
+ */
+struct rbln_file {
+	struct rbln_vm vm;
 };
 
 static inline struct rbln_device *to_rbln_device(struct drm_device *drm)
 {
 	return container_of(drm, struct rbln_device, drm);
 }
+
+static inline struct rbln_file *to_rbln_file(struct drm_file *file)
+{
+	return file->driver_priv;
+}
+
+/* rbln_devmem.c */
+int rbln_devmem_init(struct rbln_device *rdev);
+int rbln_devmem_alloc(struct rbln_device *rdev, u64 size, struct list_head *blocks);
+void rbln_devmem_free(struct rbln_device *rdev, struct list_head *blocks);
+u64 rbln_devmem_used(struct rbln_device *rdev);
+
+/* rbln_sysfs.c */
+extern const struct attribute_group *rbln_dev_groups[];
+
+/* rbln_debugfs.c */
+void rbln_debugfs_init(struct rbln_device *rdev);
 
 #endif /* __RBLN_DRV_H__ */

@@ -10,6 +10,7 @@
  */
 
 #include <linux/completion.h>
+#include <linux/dma-mapping.h>
 #include <linux/idr.h>
 #include <linux/list.h>
 #include <linux/module.h>
@@ -183,7 +184,11 @@ static int rbln_emu_dev_new(unsigned int id, unsigned int mem_mib)
 	device_initialize(&edev->dev);
 	refcount_inc(&rbln_emu_live);
 
-	ret = dev_set_name(&edev->dev, "rbln_emu%u", id);
+	/* It masters DMA with 64-bit addresses and no IOMMU, like a PCIe NPU. */
+	edev->dev.dma_mask = &edev->dev.coherent_dma_mask;
+	ret = dma_coerce_mask_and_coherent(&edev->dev, DMA_BIT_MASK(64));
+	if (!ret)
+		ret = dev_set_name(&edev->dev, "rbln_emu%u", id);
 	if (!ret)
 		ret = device_add(&edev->dev);
 	if (ret) {

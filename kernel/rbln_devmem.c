@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_devmem.c - device memory: who owns which bytes of the NPU's DRAM
+ *
+ * The buddy allocator shared by the DRM drivers (gpu_buddy, formerly
+ * drm_buddy) hands out page-granular blocks of [0, mem_size); a buffer
+ * object may be made of several blocks, which the MMU stitches into one
+ * contiguous device virtual range. The memory itself belongs to the
+ * hardware; this only decides who may use which part of it.
+ */
+
+#include <linux/sizes.h>
+
+#include <drm/drm_managed.h>
+
+#include "rbln_drv.h"
+
+static void rbln_devmem_fini(struct drm_device *drm, void *arg)
+{
+	struct rbln_device *rdev = to_rbln_device(drm);
+
+	/* Every buffer object holds the device: none can be left. */
+	WARN_ON(rbln_devmem_used(rdev));
+	gpu_buddy_fini(&rdev->mem);
+}
+
+/**
+ * rbln_devmem_init() - set up the allocator for @rdev->mem_size bytes
+ * @rdev: the device, with mem_size read from the hardware
+ *
+ * Torn down with the DRM device.
+ *
+ * Return: 0 or a negative errno.
+ */
+int rbln_devmem_init(struct rbln_device *rdev)
+{
+	int ret;
+
+	ret = drmm_mutex_init(&rdev->drm, &rdev->mem_lock);
+	if (ret)
+		return ret;
+	ret = gpu_buddy_init(&rdev->mem, rdev->mem_size, PAGE_SIZE);
+	if (ret)
+		return ret;
+	return drmm_add_action_or_reset(&rdev->drm, rbln_devmem_fini, NULL);
+}
+
+/**
+ * rbln_devmem_alloc() - allocate @size bytes of device memory
+ * @rdev: the device
+ * @size: bytes, a multiple of PAGE_SIZE
+ * @blocks: list the blocks are added to
+ *
+ * Return: 0, or -ENOSPC when the free memory cannot hold @size.
+ */
+int rbln_devmem_alloc(struct rbln_device *rdev, u64 size, struct list_head *blocks)
+{
+	int ret;
+
+	mutex_lock(&rdev->mem_lock);
+	ret = gpu_buddy_alloc_blocks(&rdev->mem, 0, rdev->mem_size, size,
+				     PAGE_SIZE, blocks, 0);
+	mutex_unlock(&rdev->mem_lock);
+	return ret;
+}
+
+/**
+ * rbln_devmem_free() - give back the blocks of one allocation
+ * @rdev: the device
+ * @blocks: what rbln_devmem_alloc() returned; empty afterwards
+ */
+void rbln_devmem_free(struct rbln_device *rdev, struct list_head *blocks)
+{
+	mutex_lock(&rdev->mem_lock);
+	gpu_buddy_free_list(&rdev->mem, blocks, 0);
+	mutex_unlock(&rdev->mem_lock);
+}
+
+/**
+ * rbln_devmem_used() - bytes of device memory allocated, by every file
+ * @rdev: the device
+ *
+ * Return: the exact sum of the sizes of all live device buffer objects.
+ */
+u64 rbln_devmem_used(struct rbln_device *rdev)
+{
+	u64 avail;
+
+	mutex_lock(&rdev->mem_lock);
+	avail = rdev->mem.avail;
+	mutex_unlock(&rdev->mem_lock);
+	return rdev->mem_size - avail;
+}

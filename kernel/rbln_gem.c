@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_gem.c - buffer objects: host memory (shmem) and device memory
+ *
+ * HOST objects are shmem GEM objects: pageable until the device needs them,
+ * mmap-able by their owners, shareable with any driver through PRIME.
+ * DEVICE objects are blocks of the NPU's own memory (rbln_devmem.c): the
+ * CPU cannot map them, and only another rbln device can import them, as a
+ * peer object naming the exporter's memory.
+ *
+ * Either kind is mapped into a file's device address space when the file
+ * gets a handle to it (the GEM open hook) and unmapped with the handle.
+ */
+
+#include <linux/dma-buf.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/overflow.h>
+
+#include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_prime.h>
+#include <drm/drm_print.h>
+
+#include <uapi/drm/rbln_accel.h>
+
+#include "rbln_drv.h"
+#include "rbln_gem.h"
+
+static int rbln_gem_open(struct drm_gem_object *obj, struct drm_file *file)
+{
+	return rbln_vm_map(&to_rbln_file(file)->vm, to_rbln_bo(obj));
+}
+
+static void rbln_gem_close(struct drm_gem_object *obj, struct drm_file *file)
+{
+	rbln_vm_unmap(&to_rbln_file(file)->vm, to_rbln_bo(obj));
+}
+
+static void rbln_bo_init(struct rbln_bo *bo, u32 placement)
+{
+	bo->placement = placement;
+	INIT_LIST_HEAD(&bo->blocks);
+	INIT_LIST_HEAD(&bo->mappings);
+	mutex_init(&bo->map_lock);
+}
+
+static void rbln_bo_fini(struct rbln_bo *bo)
+{
+	WARN_ON(!list_empty(&bo->mappings));
+	mutex_destroy(&bo->map_lock);
+}
+
+/* --- HOST objects ---------------------------------------------------------- */
+
+static void rbln_host_bo_free(struct drm_gem_object *obj)
+{
+	rbln_bo_fini(to_rbln_bo(obj));
+	drm_gem_shmem_free(&to_rbln_bo(obj)->base);
+}
+
+static enum drm_gem_object_status rbln_host_bo_status(struct drm_gem_object *obj)
+{
+	struct drm_gem_shmem_object *shmem = &to_rbln_bo(obj)->base;
+
+	/* An import's pages are the exporter's, and present. */
+	return shmem->pages || drm_gem_is_imported(obj) ? DRM_GEM_OBJECT_RESIDENT : 0;
+}
+
+static const struct drm_gem_object_funcs rbln_host_bo_funcs = {
+	.free = rbln_host_bo_free,
+	.open = rbln_gem_open,
+	.close = rbln_gem_close,
+	.print_info = drm_gem_shmem_object_print_info,
+	.pin = drm_gem_shmem_object_pin,
+	.unpin = drm_gem_shmem_object_unpin,
+	.get_sg_table = drm_gem_shmem_object_get_sg_table,
+	.vmap = drm_gem_shmem_object_vmap,
+	.vunmap = drm_gem_shmem_object_vunmap,
+	.mmap = drm_gem_shmem_object_mmap,
+	.status = rbln_host_bo_status,
+	.vm_ops = &drm_gem_shmem_vm_ops,
+};
+
+/**
+ * rbln_gem_create_object() - &drm_driver.gem_create_object
+ * @drm: the device
+ * @size: the object's size
+ *
+ * The shmem helpers allocate every HOST object, created or imported,
+ * through this.
+ *
+ * Return: the new object's GEM base or an ERR_PTR.
+ */
+struct drm_gem_object *rbln_gem_create_object(struct drm_device *drm, size_t size)
+{
+	struct rbln_bo *bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+
+	if (!bo)
+		return ERR_PTR(-ENOMEM);
+	rbln_bo_init(bo, RBLN_BO_HOST);
+	bo->base.map_wc = false;
+	bo->base.base.funcs = &rbln_host_bo_funcs;
+	return &bo->base.base;
+}
+
+/* --- DEVICE objects -------------------------------------------------------- */
+
+static void rbln_device_bo_free(struct drm_gem_object *obj)
+{
+	struct rbln_bo *bo = to_rbln_bo(obj);
+
+	rbln_devmem_free(to_rbln_device(obj->dev), &bo->blocks);
+	if (drm_gem_is_imported(obj))
+		drm_prime_gem_destroy(obj, NULL);
+	drm_gem_object_release(obj);
+	rbln_bo_fini(bo);
+	kfree(bo);
+}
+
+/* Device memory never moves: pinning for an importer always succeeds. */
+static int rbln_device_bo_pin(struct drm_gem_object *obj)
+{
+	return 0;
+}
+
+static void rbln_device_bo_unpin(struct drm_gem_object *obj)
+{
+}
+
+/* Only rbln devices, which need no pages, can import device memory. */
+static struct sg_table *rbln_device_bo_get_sg_table(struct drm_gem_object *obj)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+/*
+ * The CPU cannot reach device memory. Without this, mmap() of an exported
+ * DEVICE object's dma-buf would take the PRIME fallback, which needs a
+ * primary node an accel device does not have.
+ */
+static int rbln_device_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
+{
+	return -ENODEV;
+}
+
+static enum drm_gem_object_status rbln_device_bo_status(struct drm_gem_object *obj)
+{
+	return DRM_GEM_OBJECT_RESIDENT;
+}
+
+static const struct drm_gem_object_funcs rbln_device_bo_funcs = {
+	.free = rbln_device_bo_free,
+	.open = rbln_gem_open,
+	.close = rbln_gem_close,
+	.pin = rbln_device_bo_pin,
+	.unpin = rbln_device_bo_unpin,
+	.get_sg_table = rbln_device_bo_get_sg_table,
+	.mmap = rbln_device_bo_mmap,
+	.status = rbln_device_bo_status,
+};
+
+static struct rbln_bo *rbln_device_bo_alloc(struct drm_device *drm, size_t size)
+{
+	struct rbln_bo *bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+
+	if (!bo)
+		return ERR_PTR(-ENOMEM);
+	rbln_bo_init(bo, RBLN_BO_DEVICE);
+	bo->base.base.funcs = &rbln_device_bo_funcs;
+	drm_gem_private_object_init(drm, &bo->base.base, size);
+	return bo;
+}
+
+static struct rbln_bo *rbln_device_bo_create(struct rbln_device *rdev, size_t size)
+{
+	struct rbln_bo *bo;
+	int ret;
+
+	if (size > rdev->mem_size)
+		return ERR_PTR(-ENOSPC);
+
+	bo = rbln_device_bo_alloc(&rdev->drm, size);
+	if (IS_ERR(bo))
+		return bo;
+	ret = rbln_devmem_alloc(rdev, size, &bo->blocks);
+	if (ret) {
+		drm_gem_object_put(&bo->base.base);
+		return ERR_PTR(ret);
+	}
+	return bo;
+}
+
+/*
+ * A DEVICE object of another rbln device: a peer object that names the
+ * exporter's memory, the path of device-to-device copies. The attachment
+ * keeps the exporter's object (and device) alive as long as the import.
+ */
+static struct drm_gem_object *rbln_device_bo_import_peer(struct drm_device *drm,
+							 struct dma_buf *dma_buf)
+{
+	struct rbln_bo *exported = to_rbln_bo(dma_buf->priv);
+	struct dma_buf_attachment *attach;
+	struct rbln_bo *bo;
+
+	attach = dma_buf_attach(dma_buf, drm->dev);
+	if (IS_ERR(attach))
+		return ERR_CAST(attach);
+
+	bo = rbln_device_bo_alloc(drm, dma_buf->size);
+	if (IS_ERR(bo)) {
+		dma_buf_detach(dma_buf, attach);
+		return ERR_CAST(bo);
+	}
+	get_dma_buf(dma_buf);
+	bo->peer = exported;
+	bo->flags = exported->flags;
+	bo->base.base.import_attach = attach;
+	bo->base.base.resv = dma_buf->resv;
+	return &bo->base.base;
+}
+
+/**
+ * rbln_gem_prime_import() - &drm_driver.gem_prime_import
+ * @drm: the importing device
+ * @dma_buf: what to import
+ *
+ * DEVICE objects of other rbln devices become peer objects; everything else
+ * (an object of this device, a HOST object of any rbln device, a foreign
+ * buffer such as a udmabuf or a dma-heap buffer) takes the generic path and
+ * ends up a HOST object here.
+ *
+ * Return: the imported object or an ERR_PTR.
+ */
+struct drm_gem_object *rbln_gem_prime_import(struct drm_device *drm,
+					     struct dma_buf *dma_buf)
+{
+	/* drm_gem_prime_export() makes every rbln dma-buf owned by us. */
+	if (dma_buf->owner == THIS_MODULE) {
+		struct drm_gem_object *obj = dma_buf->priv;
+
+		if (obj->dev != drm && to_rbln_bo(obj)->placement == RBLN_BO_DEVICE)
+			return rbln_device_bo_import_peer(drm, dma_buf);
+	}
+	return drm_gem_prime_import(drm, dma_buf);
+}
+
+/* --- ioctls ---------------------------------------------------------------- */
+
+int rbln_bo_create_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct rbln_device *rdev = to_rbln_device(drm);
+	struct drm_rbln_bo_create *args = data;
+	struct drm_gem_shmem_object *shmem;
+	struct rbln_bo *bo;
+	u64 size;
+	int ret;
+
+	if (args->pad || args->flags & ~RBLN_BO_READ_ONLY)
+		return -EINVAL;
+	if (args->placement != RBLN_BO_DEVICE && args->placement != RBLN_BO_HOST)
+		return -EINVAL;
+	if (!args->size || check_add_overflow(args->size, (u64)PAGE_SIZE - 1, &size))
+		return -EINVAL;
+	size = round_down(size, PAGE_SIZE);
+	/* Never mappable, whatever the memory. */
+	if (size > RBLN_VA_SIZE - PAGE_SIZE)
+		return -EINVAL;
+
+	if (args->placement == RBLN_BO_DEVICE) {
+		bo = rbln_device_bo_create(rdev, size);
+	} else {
+		if (size >> PAGE_SHIFT > totalram_pages())
+			return -ENOMEM;
+		shmem = drm_gem_shmem_create(drm, size);
+		bo = IS_ERR(shmem) ? ERR_CAST(shmem) : to_rbln_bo(&shmem->base);
+	}
+	if (IS_ERR(bo))
+		return PTR_ERR(bo);
+	bo->flags = args->flags;
+
+	/* The handle maps the object into this file's address space. */
+	ret = drm_gem_handle_create(file, &bo->base.base, &args->handle);
+	if (!ret)
+		ret = rbln_vm_va_of(&to_rbln_file(file)->vm, bo, &args->va);
+	drm_gem_object_put(&bo->base.base);
+	if (ret)
+		return ret;
+
+	args->size = size;
+	return 0;
+}
+
+static int rbln_handle_of(struct drm_file *file, struct drm_gem_object *obj, u32 *handle)
+{
+	struct drm_gem_object *o;
+	int id, ret = -ENOENT;
+
+	spin_lock(&file->table_lock);
+	idr_for_each_entry(&file->object_idr, o, id) {
+		if (o == obj) {
+			*handle = id;
+			ret = 0;
+			break;
+		}
+	}
+	spin_unlock(&file->table_lock);
+	return ret;
+}
+
+int rbln_bo_info_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct rbln_vm *vm = &to_rbln_file(file)->vm;
+	struct drm_rbln_bo_info *args = data;
+	struct drm_gem_object *obj;
+	struct rbln_bo *bo;
+	int ret;
+
+	if (args->flags & ~RBLN_BO_INFO_BY_VA)
+		return -EINVAL;
+
+	if (args->flags & RBLN_BO_INFO_BY_VA) {
+		bo = rbln_vm_bo_at(vm, args->va);
+		if (!bo)
+			return -ENOENT;
+		obj = &bo->base.base;
+		ret = rbln_handle_of(file, obj, &args->handle);
+	} else {
+		obj = drm_gem_object_lookup(file, args->handle);
+		if (!obj)
+			return -ENOENT;
+		bo = to_rbln_bo(obj);
+		ret = 0;
+	}
+	if (!ret)
+		ret = rbln_vm_va_of(vm, bo, &args->va);
+	if (ret)
+		goto out;
+
+	args->size = obj->size;
+	args->placement = bo->placement;
+	args->bo_flags = bo->flags;
+	if (drm_gem_is_imported(obj))
+		args->bo_flags |= RBLN_BO_IMPORTED;
+	args->mmap_offset = 0;
+	if (bo->placement == RBLN_BO_HOST) {
+		ret = drm_gem_create_mmap_offset(obj);
+		if (!ret)
+			args->mmap_offset = drm_vma_node_offset_addr(&obj->vma_node);
+	}
+out:
+	drm_gem_object_put(obj);
+	return ret;
+}
+
+/* --- fdinfo ---------------------------------------------------------------- */
+
+/**
+ * rbln_gem_show_fdinfo() - the memory keys of a file's fdinfo
+ * @p: where to print
+ * @file: the file
+ *
+ * Per Documentation/gpu/drm-usage-stats.rst, with two regions: "device"
+ * (device memory, including peers imported from other rbln devices) and
+ * "host" (host memory the device can reach).
+ */
+void rbln_gem_show_fdinfo(struct drm_printer *p, struct drm_file *file)
+{
+	struct drm_memory_stats stats[2] = {};
+	struct drm_gem_object *obj;
+	int id;
+
+	spin_lock(&file->table_lock);
+	idr_for_each_entry(&file->object_idr, obj, id) {
+		struct drm_memory_stats *s;
+
+		s = &stats[to_rbln_bo(obj)->placement == RBLN_BO_DEVICE ? 0 : 1];
+		if (drm_gem_object_is_shared_for_memory_stats(obj))
+			s->shared += obj->size;
+		else
+			s->private += obj->size;
+		if (obj->funcs->status(obj) & DRM_GEM_OBJECT_RESIDENT)
+			s->resident += obj->size;
+		if (!dma_resv_test_signaled(obj->resv, dma_resv_usage_rw(true)))
+			s->active += obj->size;
+	}
+	spin_unlock(&file->table_lock);
+
+	drm_print_memory_stats(p, &stats[0], DRM_GEM_OBJECT_RESIDENT, "device");
+	drm_print_memory_stats(p, &stats[1], DRM_GEM_OBJECT_RESIDENT, "host");
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * rbln_gem.h - buffer objects
+ */
+#ifndef __RBLN_GEM_H__
+#define __RBLN_GEM_H__
+
+#include <linux/list.h>
+#include <linux/mutex.h>
+
+#include <drm/drm_gem_shmem_helper.h>
+
+struct dma_buf;
+struct drm_printer;
+
+/**
+ * struct rbln_bo - a buffer object, in host or device memory
+ * @base: the GEM object. HOST objects are shmem objects (their pages, or
+ *	the importer's sg table); DEVICE objects use only @base.base.
+ * @placement: RBLN_BO_DEVICE or RBLN_BO_HOST.
+ * @flags: RBLN_BO_READ_ONLY.
+ * @blocks: device memory blocks of a DEVICE object that this device
+ *	allocated; empty for one imported from another rbln device.
+ * @peer: the exporting rbln device's object, for a DEVICE object imported
+ *	from it; the import's dma-buf attachment keeps it alive.
+ * @map_lock: protects @mappings.
+ * @mappings: the struct rbln_mapping of every address space it is in.
+ */
+struct rbln_bo {
+	struct drm_gem_shmem_object base;
+	u32 placement;
+	u32 flags;
+	struct list_head blocks;
+	struct rbln_bo *peer;
+	struct mutex map_lock; /* protects mappings */
+	struct list_head mappings;
+};
+
+static inline struct rbln_bo *to_rbln_bo(struct drm_gem_object *obj)
+{
+	return container_of(obj, struct rbln_bo, base.base);
+}
+
+struct drm_gem_object *rbln_gem_create_object(struct drm_device *drm, size_t size);
+struct drm_gem_object *rbln_gem_prime_import(struct drm_device *drm,
+					     struct dma_buf *dma_buf);
+int rbln_bo_create_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+int rbln_bo_info_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+void rbln_gem_show_fdinfo(struct drm_printer *p, struct drm_file *file);
+
+#endif /* __RBLN_GEM_H__ */

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_sysfs.c - attributes of an NPU under /sys/class/accel/accelN/device/
+ *
+ * One value per file, in bytes, for sysadmin tools (rbln-smi) that read no
+ * ioctl and need no access to the device node.
+ */
+
+#include <linux/device.h>
+#include <linux/sysfs.h>
+
+#include "rbln_drv.h"
+
+static ssize_t memory_total_show(struct device *dev, struct device_attribute *attr,
+				 char *buf)
+{
+	struct rbln_device *rdev = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%llu\n", rdev->mem_size);
+}
+static DEVICE_ATTR_RO(memory_total);
+
+static ssize_t memory_used_show(struct device *dev, struct device_attribute *attr,
+				char *buf)
+{
+	struct rbln_device *rdev = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%llu\n", rbln_devmem_used(rdev));
+}
+static DEVICE_ATTR_RO(memory_used);
+
+static struct attribute *rbln_dev_attrs[] = {
+	&dev_attr_memory_total.attr,
+	&dev_attr_memory_used.attr,
+	NULL
+};
+
+static const struct attribute_group rbln_dev_group = {
+	.attrs = rbln_dev_attrs,
+};
+
+/* Created after probe and removed before remove by the driver core. */
+const struct attribute_group *rbln_dev_groups[] = {
+	&rbln_dev_group,
+	NULL
+};
