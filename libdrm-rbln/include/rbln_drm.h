@@ -60,6 +60,67 @@ unsigned int rbln_drm_minor(const struct rbln_drm_device *dev);
 int rbln_drm_get_param(struct rbln_drm_device *dev, uint32_t param,
 		       uint64_t *value);
 
+/* What DRM_IOCTL_RBLN_BO_INFO says of a buffer object. */
+struct rbln_drm_bo_info {
+	uint32_t handle;
+	uint32_t placement;	/* RBLN_BO_DEVICE or RBLN_BO_HOST */
+	uint32_t flags;		/* RBLN_BO_READ_ONLY, RBLN_BO_IMPORTED */
+	uint64_t va;		/* device address in this file's space */
+	uint64_t size;		/* bytes, page-aligned */
+	uint64_t mmap_offset;	/* HOST only; 0 for DEVICE */
+};
+
+/*
+ * rbln_drm_bo_create - DRM_IOCTL_RBLN_BO_CREATE
+ *
+ * Creates a buffer object of at least @size bytes in @placement
+ * (RBLN_BO_DEVICE or RBLN_BO_HOST) with @flags (RBLN_BO_READ_ONLY or 0),
+ * mapped into this device file's address space. @va may be NULL.
+ */
+int rbln_drm_bo_create(struct rbln_drm_device *dev, uint64_t size,
+		       uint32_t placement, uint32_t flags, uint32_t *handle,
+		       uint64_t *va);
+
+/* rbln_drm_bo_info - DRM_IOCTL_RBLN_BO_INFO by handle */
+int rbln_drm_bo_info(struct rbln_drm_device *dev, uint32_t handle,
+		     struct rbln_drm_bo_info *info);
+
+/*
+ * rbln_drm_bo_info_by_va - DRM_IOCTL_RBLN_BO_INFO with RBLN_BO_INFO_BY_VA
+ *
+ * The object of this file that covers the device address @va.
+ */
+int rbln_drm_bo_info_by_va(struct rbln_drm_device *dev, uint64_t va,
+			   struct rbln_drm_bo_info *info);
+
+/* rbln_drm_bo_close - DRM_IOCTL_GEM_CLOSE: drop this file's handle */
+int rbln_drm_bo_close(struct rbln_drm_device *dev, uint32_t handle);
+
+/*
+ * rbln_drm_bo_export - DRM_IOCTL_PRIME_HANDLE_TO_FD
+ *
+ * A dma-buf file descriptor (close-on-exec, read-write) for the object.
+ */
+int rbln_drm_bo_export(struct rbln_drm_device *dev, uint32_t handle, int *fd);
+
+/*
+ * rbln_drm_bo_import - DRM_IOCTL_PRIME_FD_TO_HANDLE
+ *
+ * A handle for the dma-buf @fd, mapped into this file's address space: an
+ * object of this or another rbln device, or a foreign buffer (udmabuf,
+ * dma-heap), which becomes a HOST object.
+ */
+int rbln_drm_bo_import(struct rbln_drm_device *dev, int fd, uint32_t *handle);
+
+/*
+ * rbln_drm_bo_mmap - map a HOST object into the caller's memory
+ *
+ * Maps the whole object shared with @prot (PROT_READ, PROT_WRITE); unmap
+ * with munmap(*ptr, info.size). DEVICE objects: -ENODEV.
+ */
+int rbln_drm_bo_mmap(struct rbln_drm_device *dev, uint32_t handle, int prot,
+		     void **ptr, uint64_t *size);
+
 #ifdef __cplusplus
 }
 #endif

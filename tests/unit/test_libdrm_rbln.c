@@ -73,4 +73,20 @@ TEST(get_param_rejects_null)
 	EXPECT_EQ(-EINVAL, rbln_drm_get_param(NULL, RBLN_PARAM_ABI_VERSION, &v));
 }
 
+TEST(bo_functions_reject_null)
+{
+	struct rbln_drm_bo_info info;
+	uint32_t h;
+	void *p;
+	int fd;
+
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_create(NULL, 4096, RBLN_BO_HOST, 0, &h, NULL));
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_info(NULL, 1, &info));
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_info_by_va(NULL, 1ull << 32, &info));
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_close(NULL, 1));
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_export(NULL, 1, &fd));
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_import(NULL, 0, &h));
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_mmap(NULL, 1, 0, &p, NULL));
+}
+
 TEST_HARNESS_MAIN
