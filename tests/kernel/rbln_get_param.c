@@ -81,9 +81,36 @@ TEST_F(param, device_index)
 	EXPECT_EQ(self->index, param(_metadata, self->dev, RBLN_PARAM_DEVICE_INDEX));
 }
 
+TEST_F(param, va_range)
+{
+	uint64_t start = param(_metadata, self->dev, RBLN_PARAM_VA_START);
+	uint64_t size = param(_metadata, self->dev, RBLN_PARAM_VA_SIZE);
+
+	/* Address 0 and the low 4 GiB never map; the range is page-aligned. */
+	EXPECT_GE(start, 1ull << 32);
+	EXPECT_EQ(0, start % 4096);
+	EXPECT_GE(size, 1ull << 40);
+	EXPECT_EQ(0, size % 4096);
+	EXPECT_LE(start + size, 1ull << 48);
+}
+
+TEST_F(param, device_memory_used)
+{
+	uint64_t total = param(_metadata, self->dev, RBLN_PARAM_DEVICE_MEMORY_SIZE);
+	uint32_t h;
+
+	EXPECT_EQ(0, param(_metadata, self->dev, RBLN_PARAM_DEVICE_MEMORY_USED));
+	ASSERT_EQ(0, rbln_drm_bo_create(self->dev, total, RBLN_BO_DEVICE, 0, &h, NULL));
+	EXPECT_EQ(total, param(_metadata, self->dev, RBLN_PARAM_DEVICE_MEMORY_USED));
+	ASSERT_EQ(0, rbln_drm_bo_close(self->dev, h));
+	EXPECT_EQ(0, param(_metadata, self->dev, RBLN_PARAM_DEVICE_MEMORY_USED));
+}
+
 TEST_F(param, unknown_param)
 {
-	static const uint32_t bad[] = { RBLN_PARAM_DEVICE_INDEX + 1, 64, INT_MAX, UINT_MAX };
+	static const uint32_t bad[] = {
+		RBLN_PARAM_DEVICE_MEMORY_USED + 1, 64, INT_MAX, UINT_MAX,
+	};
 	struct drm_rbln_get_param arg;
 	unsigned int i;
 	uint64_t v = 7;

@@ -102,4 +102,27 @@ static inline int rbln_emu_initial_devices(void)
 	return (int)rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/emu_devices");
 }
 
+/* An attribute of emulated device @id under its device directory, or -1. */
+static inline long long rbln_emu_attr(unsigned int id, const char *attr)
+{
+	char path[160];
+
+	snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/%s", id, attr);
+	return rbln_sysfs_read_ull(path);
+}
+
+/* Device memory in use on emulated device @id, from sysfs. */
+static inline long long rbln_emu_mem_used(unsigned int id)
+{
+	return rbln_emu_attr(id, "memory_used");
+}
+
+/* Opens emulated device @id: 0 or -errno. */
+static inline int rbln_emu_open(unsigned int id, struct rbln_drm_device **dev)
+{
+	int minor = rbln_emu_minor(id);
+
+	return minor < 0 ? -ENODEV : rbln_drm_open(minor, dev);
+}
+
 #endif /* RBLN_TEST_H */

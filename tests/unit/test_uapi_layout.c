@@ -25,6 +25,36 @@ TEST(get_param)
 	EXPECT_EQ(0xc0106440ul, DRM_IOCTL_RBLN_GET_PARAM);
 }
 
+TEST(bo_create)
+{
+	EXPECT_EQ(32, sizeof(struct drm_rbln_bo_create));
+	EXPECT_EQ(0, offsetof(struct drm_rbln_bo_create, size));
+	EXPECT_EQ(8, offsetof(struct drm_rbln_bo_create, placement));
+	EXPECT_EQ(12, offsetof(struct drm_rbln_bo_create, flags));
+	EXPECT_EQ(16, offsetof(struct drm_rbln_bo_create, handle));
+	EXPECT_EQ(20, offsetof(struct drm_rbln_bo_create, pad));
+	EXPECT_EQ(24, offsetof(struct drm_rbln_bo_create, va));
+	EXPECT_EQ(0xc0206441ul, DRM_IOCTL_RBLN_BO_CREATE);
+	EXPECT_EQ(1, RBLN_BO_DEVICE);
+	EXPECT_EQ(2, RBLN_BO_HOST);
+	EXPECT_EQ(1, RBLN_BO_READ_ONLY);
+	EXPECT_EQ(2, RBLN_BO_IMPORTED);
+}
+
+TEST(bo_info)
+{
+	EXPECT_EQ(40, sizeof(struct drm_rbln_bo_info));
+	EXPECT_EQ(0, offsetof(struct drm_rbln_bo_info, handle));
+	EXPECT_EQ(4, offsetof(struct drm_rbln_bo_info, flags));
+	EXPECT_EQ(8, offsetof(struct drm_rbln_bo_info, va));
+	EXPECT_EQ(16, offsetof(struct drm_rbln_bo_info, size));
+	EXPECT_EQ(24, offsetof(struct drm_rbln_bo_info, mmap_offset));
+	EXPECT_EQ(32, offsetof(struct drm_rbln_bo_info, placement));
+	EXPECT_EQ(36, offsetof(struct drm_rbln_bo_info, bo_flags));
+	EXPECT_EQ(0xc0286442ul, DRM_IOCTL_RBLN_BO_INFO);
+	EXPECT_EQ(1, RBLN_BO_INFO_BY_VA);
+}
+
 TEST(param_numbers)
 {
 	EXPECT_EQ(0, RBLN_PARAM_ABI_VERSION);
@@ -33,6 +63,9 @@ TEST(param_numbers)
 	EXPECT_EQ(3, RBLN_PARAM_EMULATED);
 	EXPECT_EQ(4, RBLN_PARAM_DEVICE_MEMORY_SIZE);
 	EXPECT_EQ(5, RBLN_PARAM_DEVICE_INDEX);
+	EXPECT_EQ(6, RBLN_PARAM_VA_START);
+	EXPECT_EQ(7, RBLN_PARAM_VA_SIZE);
+	EXPECT_EQ(8, RBLN_PARAM_DEVICE_MEMORY_USED);
 	EXPECT_EQ(0xe1a0, RBLN_CHIP_ID_EMULATED);
 }
 

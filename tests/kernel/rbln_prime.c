@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_prime - sharing buffer objects as dma-bufs: between files of one
+ * device, between two rbln devices, and from foreign exporters (udmabuf,
+ * the system dma-heap)
+ *
+ * Run with emu_devices>=2.
+ */
+
+#include <fcntl.h>
+#include <linux/dma-heap.h>
+#include <linux/udmabuf.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+
+#include <xf86drm.h>
+
+#include "kselftest_harness.h"
+#include "rbln_test.h"
+
+#define PAGE 4096ull
+
+FIXTURE(prime) {
+	struct rbln_drm_device *a;	/* device 0 */
+	struct rbln_drm_device *a2;	/* device 0, another file */
+	struct rbln_drm_device *b;	/* device 1 */
+};
+
+FIXTURE_SETUP(prime)
+{
+	ASSERT_EQ(0, rbln_emu_open(0, &self->a));
+	ASSERT_EQ(0, rbln_emu_open(0, &self->a2));
+	ASSERT_EQ(0, rbln_emu_open(1, &self->b)) TH_LOG("needs emu_devices >= 2");
+}
+
+FIXTURE_TEARDOWN(prime)
+{
+	rbln_drm_close(self->a);
+	rbln_drm_close(self->a2);
+	rbln_drm_close(self->b);
+	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_emu_mem_used(1));
+}
+
+static void fill(uint32_t *p, size_t bytes, uint32_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < bytes / 4; i++)
+		p[i] = seed + (uint32_t)i;
+}
+
+static int check(const uint32_t *p, size_t bytes, uint32_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < bytes / 4; i++)
+		if (p[i] != seed + (uint32_t)i)
+			return 0;
+	return 1;
+}
+
+TEST_F(prime, host_object_to_another_file)
+{
+	struct rbln_drm_bo_info info;
+	uint32_t h, h2;
+	uint32_t *p, *q;
+	uint64_t va;
+	int fd;
+
+	ASSERT_EQ(0, rbln_drm_bo_create(self->a, 2 * PAGE, RBLN_BO_HOST, 0, &h, &va));
+	ASSERT_EQ(0, rbln_drm_bo_mmap(self->a, h, PROT_READ | PROT_WRITE, (void **)&p, NULL));
+	fill(p, 2 * PAGE, 1000);
+
+	ASSERT_EQ(0, rbln_drm_bo_export(self->a, h, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->a2, fd, &h2));
+	close(fd);
+
+	/* The same object, now at an address of the importer's own space. */
+	ASSERT_EQ(0, rbln_drm_bo_info(self->a2, h2, &info));
+	EXPECT_EQ(RBLN_BO_HOST, info.placement);
+	EXPECT_EQ(2 * PAGE, info.size);
+	EXPECT_EQ(0, info.flags);
+	ASSERT_EQ(0, rbln_drm_bo_info_by_va(self->a2, info.va, &info));
+	EXPECT_EQ(h2, info.handle);
+
+	ASSERT_EQ(0, rbln_drm_bo_mmap(self->a2, h2, PROT_READ | PROT_WRITE, (void **)&q, NULL));
+	EXPECT_TRUE(check(q, 2 * PAGE, 1000));
+	q[0] = 7;
+	EXPECT_EQ(7, p[0]);
+	munmap(q, 2 * PAGE);
+	munmap(p, 2 * PAGE);
+
+	/* The exporter's handle can go; the importer keeps the object. */
+	ASSERT_EQ(0, rbln_drm_bo_close(self->a, h));
+	ASSERT_EQ(0, rbln_drm_bo_info(self->a2, h2, &info));
+}
+
+TEST_F(prime, device_object_to_another_file)
+{
+	struct rbln_drm_bo_info info;
+	uint32_t h, h2;
+	int fd;
+
+	ASSERT_EQ(0, rbln_drm_bo_create(self->a, 1 << 20, RBLN_BO_DEVICE, RBLN_BO_READ_ONLY,
+					&h, NULL));
+	ASSERT_EQ(0, rbln_drm_bo_export(self->a, h, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->a2, fd, &h2));
+	close(fd);
+	ASSERT_EQ(0, rbln_drm_bo_info(self->a2, h2, &info));
+	EXPECT_EQ(RBLN_BO_DEVICE, info.placement);
+	EXPECT_EQ(RBLN_BO_READ_ONLY, info.flags);
+	EXPECT_EQ(1 << 20, info.size);
+	/* One object, charged once. */
+	EXPECT_EQ(1 << 20, rbln_emu_mem_used(0));
+	ASSERT_EQ(0, rbln_drm_bo_close(self->a, h));
+	EXPECT_EQ(1 << 20, rbln_emu_mem_used(0));
+	ASSERT_EQ(0, rbln_drm_bo_close(self->a2, h2));
+	EXPECT_EQ(0, rbln_emu_mem_used(0));
+}
+
+TEST_F(prime, host_object_to_another_device)
+{
+	struct rbln_drm_bo_info info;
+	uint32_t h, hb;
+	uint32_t *p, *q;
+	int fd;
+
+	ASSERT_EQ(0, rbln_drm_bo_create(self->a, 3 * PAGE, RBLN_BO_HOST, 0, &h, NULL));
+	ASSERT_EQ(0, rbln_drm_bo_mmap(self->a, h, PROT_READ | PROT_WRITE, (void **)&p, NULL));
+	fill(p, 3 * PAGE, 77);
+	ASSERT_EQ(0, rbln_drm_bo_export(self->a, h, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->b, fd, &hb));
+	close(fd);
+
+	ASSERT_EQ(0, rbln_drm_bo_info(self->b, hb, &info));
+	EXPECT_EQ(RBLN_BO_HOST, info.placement);
+	EXPECT_EQ(RBLN_BO_IMPORTED, info.flags);
+	EXPECT_EQ(3 * PAGE, info.size);
+	ASSERT_EQ(0, rbln_drm_bo_mmap(self->b, hb, PROT_READ, (void **)&q, NULL));
+	EXPECT_TRUE(check(q, 3 * PAGE, 77));
+	munmap(q, 3 * PAGE);
+	munmap(p, 3 * PAGE);
+}
+
+TEST_F(prime, device_object_to_another_device)
+{
+	struct rbln_drm_bo_info info;
+	uint32_t h, hb;
+	void *p;
+	int fd;
+
+	ASSERT_EQ(0, rbln_drm_bo_create(self->a, 2 << 20, RBLN_BO_DEVICE, 0, &h, NULL));
+	ASSERT_EQ(0, rbln_drm_bo_export(self->a, h, &fd));
+	/* The CPU cannot map device memory through the dma-buf either. */
+	p = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(ENODEV, errno);
+
+	ASSERT_EQ(0, rbln_drm_bo_import(self->b, fd, &hb));
+	close(fd);
+	ASSERT_EQ(0, rbln_drm_bo_info(self->b, hb, &info));
+	EXPECT_EQ(RBLN_BO_DEVICE, info.placement);
+	EXPECT_EQ(RBLN_BO_IMPORTED, info.flags);
+	EXPECT_EQ(2 << 20, info.size);
+	EXPECT_EQ(0, info.mmap_offset);
+
+	/* A peer: the memory stays device 0's, alive while device 1 holds it. */
+	EXPECT_EQ(2 << 20, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_emu_mem_used(1));
+	ASSERT_EQ(0, rbln_drm_bo_close(self->a, h));
+	EXPECT_EQ(2 << 20, rbln_emu_mem_used(0));
+	ASSERT_EQ(0, rbln_drm_bo_close(self->b, hb));
+	EXPECT_EQ(0, rbln_emu_mem_used(0));
+}
+
+TEST_F(prime, udmabuf_as_host_object)
+{
+	struct udmabuf_create create = { .flags = UDMABUF_FLAGS_CLOEXEC, .size = 4 * PAGE };
+	struct rbln_drm_bo_info info;
+	int memfd, dev, buf;
+	uint32_t *p, *q;
+	uint32_t h;
+
+	dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		SKIP(return, "no /dev/udmabuf");
+	memfd = memfd_create("rbln-test", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	ASSERT_GE(memfd, 0);
+	ASSERT_EQ(0, ftruncate(memfd, 4 * PAGE));
+	ASSERT_EQ(0, fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK));
+	p = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	fill(p, 4 * PAGE, 31337);
+
+	create.memfd = memfd;
+	buf = ioctl(dev, UDMABUF_CREATE, &create);
+	ASSERT_GE(buf, 0);
+	ASSERT_EQ(0, rbln_drm_bo_import(self->a, buf, &h));
+	close(buf);
+
+	ASSERT_EQ(0, rbln_drm_bo_info(self->a, h, &info));
+	EXPECT_EQ(RBLN_BO_HOST, info.placement);
+	EXPECT_EQ(RBLN_BO_IMPORTED, info.flags);
+	EXPECT_EQ(4 * PAGE, info.size);
+	ASSERT_EQ(0, rbln_drm_bo_mmap(self->a, h, PROT_READ, (void **)&q, NULL));
+	EXPECT_TRUE(check(q, 4 * PAGE, 31337));
+	munmap(q, 4 * PAGE);
+	munmap(p, 4 * PAGE);
+	close(memfd);
+	close(dev);
+}
+
+TEST_F(prime, dma_heap_as_host_object)
+{
+	struct dma_heap_allocation_data alloc = {
+		.len = 8 * PAGE, .fd_flags = O_RDWR | O_CLOEXEC,
+	};
+	struct rbln_drm_bo_info info;
+	uint32_t h;
+	int heap;
+
+	heap = open("/dev/dma_heap/system", O_RDONLY | O_CLOEXEC);
+	if (heap < 0)
+		SKIP(return, "no system dma-heap");
+	ASSERT_EQ(0, ioctl(heap, DMA_HEAP_IOCTL_ALLOC, &alloc));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->b, alloc.fd, &h));
+	close(alloc.fd);
+	close(heap);
+	ASSERT_EQ(0, rbln_drm_bo_info(self->b, h, &info));
+	EXPECT_EQ(RBLN_BO_HOST, info.placement);
+	EXPECT_EQ(RBLN_BO_IMPORTED, info.flags);
+	EXPECT_EQ(8 * PAGE, info.size);
+	EXPECT_NE(0, info.va);
+}
+
+TEST_F(prime, import_rejects_garbage)
+{
+	uint32_t h;
+	int fd;
+
+	EXPECT_EQ(-EBADF, rbln_drm_bo_import(self->a, -1, &h));
+	EXPECT_EQ(-EBADF, rbln_drm_bo_import(self->a, 1 << 20, &h));
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_import(self->a, fd, &h));
+	close(fd);
+	/* An accel node is not a dma-buf either. */
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_import(self->a, rbln_drm_fd(self->b), &h));
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_import(self->a, 0, NULL));
+}
+
+TEST_F(prime, export_rejects_bad_input)
+{
+	struct drm_prime_handle args = { 0 };
+	uint32_t h;
+	int fd;
+
+	EXPECT_EQ(-ENOENT, rbln_drm_bo_export(self->a, 4242, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_create(self->a, PAGE, RBLN_BO_HOST, 0, &h, NULL));
+	args.handle = h;
+	args.flags = 0x1234;
+	EXPECT_EQ(-1, ioctl(rbln_drm_fd(self->a), DRM_IOCTL_PRIME_HANDLE_TO_FD, &args));
+	EXPECT_EQ(EINVAL, errno);
+	ASSERT_EQ(0, rbln_drm_bo_close(self->a, h));
+	EXPECT_EQ(-ENOENT, rbln_drm_bo_export(self->a, h, &fd));
+	EXPECT_EQ(-EINVAL, rbln_drm_bo_export(self->a, h, NULL));
+}
+
+TEST_F(prime, dma_buf_outlives_every_handle)
+{
+	uint32_t h, h2;
+	int fd;
+
+	ASSERT_EQ(0, rbln_drm_bo_create(self->a, 1 << 20, RBLN_BO_DEVICE, 0, &h, NULL));
+	ASSERT_EQ(0, rbln_drm_bo_export(self->a, h, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_close(self->a, h));
+	/* Only the dma-buf holds the object now. */
+	EXPECT_EQ(1 << 20, rbln_emu_mem_used(0));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->a2, fd, &h2));
+	close(fd);
+	ASSERT_EQ(0, rbln_drm_bo_close(self->a2, h2));
+	EXPECT_EQ(0, rbln_emu_mem_used(0));
+}
+
+TEST_HARNESS_MAIN
