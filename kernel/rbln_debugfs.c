@@ -4,16 +4,24 @@
  *
  * bos: every open file of the device with the buffer objects in its address
  * space: address, size, placement, device permissions.
+ * inject: write "hang", "dma" or "fault" and the device's next job hangs,
+ * fails its next DMA, or faults: the recovery paths on demand.
  */
 
+#include <linux/debugfs.h>
+#include <linux/fs.h>
 #include <linux/pid.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
 
 #include <drm/drm_debugfs.h>
+#include <drm/drm_drv.h>
 #include <drm/drm_file.h>
 
 #include "rbln_drv.h"
+#include "rbln_hw.h"
 
 static int rbln_debugfs_bos(struct seq_file *m, void *data)
 {
@@ -32,11 +40,53 @@ static int rbln_debugfs_bos(struct seq_file *m, void *data)
 		seq_printf(m, "client %llu pid %d (%s)\n", file->client_id,
 			   pid_vnr(pid), task ? task->comm : "?");
 		rcu_read_unlock();
-		rbln_vm_describe(&to_rbln_file(file)->vm, m);
+		rbln_vm_describe(to_rbln_file(file)->vm, m);
 	}
 	mutex_unlock(&drm->filelist_mutex);
 	return 0;
 }
+
+static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf,
+					 size_t len, loff_t *pos)
+{
+	static const struct {
+		const char *name;
+		u32 bit;
+	} hooks[] = {
+		{ "hang", RBLN_INJECT_HANG },
+		{ "dma", RBLN_INJECT_DMA_ERROR },
+		{ "fault", RBLN_INJECT_FAULT },
+	};
+	struct rbln_device *rdev = f->private_data;
+	char buf[16];
+	unsigned int i;
+	int idx;
+
+	if (len >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, len))
+		return -EFAULT;
+	buf[len] = '\0';
+
+	for (i = 0; i < ARRAY_SIZE(hooks); i++) {
+		if (sysfs_streq(buf, hooks[i].name))
+			break;
+	}
+	if (i == ARRAY_SIZE(hooks))
+		return -EINVAL;
+	if (!drm_dev_enter(&rdev->drm, &idx))
+		return -ENODEV;
+	rbln_hw_write(rdev->hw, RBLN_REG_INJECT, hooks[i].bit);
+	drm_dev_exit(idx);
+	return len;
+}
+
+static const struct file_operations rbln_debugfs_inject_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.write = rbln_debugfs_inject_write,
+	.llseek = noop_llseek,
+};
 
 /**
  * rbln_debugfs_init() - register the device's debugfs files
@@ -45,4 +95,6 @@ static int rbln_debugfs_bos(struct seq_file *m, void *data)
 void rbln_debugfs_init(struct rbln_device *rdev)
 {
 	drm_debugfs_add_file(&rdev->drm, "bos", rbln_debugfs_bos, NULL);
+	debugfs_create_file("inject", 0200, rdev->drm.debugfs_root, rdev,
+			    &rbln_debugfs_inject_fops);
 }

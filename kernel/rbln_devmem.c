@@ -11,9 +11,11 @@
 
 #include <linux/sizes.h>
 
+#include <drm/drm_drv.h>
 #include <drm/drm_managed.h>
 
 #include "rbln_drv.h"
+#include "rbln_hw.h"
 
 static void rbln_devmem_fini(struct drm_device *drm, void *arg)
 {
@@ -65,12 +67,29 @@ int rbln_devmem_alloc(struct rbln_device *rdev, u64 size, struct list_head *bloc
 }
 
 /**
- * rbln_devmem_free() - give back the blocks of one allocation
+ * rbln_devmem_free() - scrub and give back the blocks of one allocation
  * @rdev: the device
  * @blocks: what rbln_devmem_alloc() returned; empty afterwards
+ *
+ * The next owner of the memory must not read the last one's data.
  */
 void rbln_devmem_free(struct rbln_device *rdev, struct list_head *blocks)
 {
+	struct gpu_buddy_block *block;
+	int idx;
+
+	if (drm_dev_enter(&rdev->drm, &idx)) {
+		list_for_each_entry(block, blocks, link) {
+			u64 addr = gpu_buddy_block_offset(block);
+			u64 size = gpu_buddy_block_size(&rdev->mem, block);
+
+			rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_ADDR_LO, lower_32_bits(addr));
+			rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_ADDR_HI, upper_32_bits(addr));
+			rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_SIZE_LO, lower_32_bits(size));
+			rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_SIZE_HI, upper_32_bits(size));
+		}
+		drm_dev_exit(idx);
+	}
 	mutex_lock(&rdev->mem_lock);
 	gpu_buddy_free_list(&rdev->mem, blocks, 0);
 	mutex_unlock(&rdev->mem_lock);

@@ -59,6 +59,18 @@ static int rbln_get_param_ioctl(struct drm_device *drm, void *data,
 	case RBLN_PARAM_DEVICE_MEMORY_USED:
 		args->value = rbln_devmem_used(rdev);
 		break;
+	case RBLN_PARAM_NUM_RINGS:
+		args->value = rdev->num_rings;
+		break;
+	case RBLN_PARAM_ISA_CAPS:
+		args->value = rdev->isa_caps;
+		break;
+	case RBLN_PARAM_MAX_CMD_SIZE:
+		args->value = rdev->max_cmd_size;
+		break;
+	case RBLN_PARAM_RESET_COUNT:
+		args->value = atomic_read(&rdev->reset_count);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -72,22 +84,34 @@ static int rbln_open(struct drm_device *drm, struct drm_file *file)
 
 	if (!rfile)
 		return -ENOMEM;
-	rbln_vm_init(&rfile->vm);
+	rfile->vm = rbln_vm_create(to_rbln_device(drm));
+	if (IS_ERR(rfile->vm)) {
+		int ret = PTR_ERR(rfile->vm);
+
+		kfree(rfile);
+		return ret;
+	}
+	xa_init_flags(&rfile->queues, XA_FLAGS_ALLOC1);
 	file->driver_priv = rfile;
 	return 0;
 }
 
-/* GEM handles, and with them every mapping, are gone by now. */
+/*
+ * GEM handles are gone by now; jobs still running keep the context and
+ * the objects they use until they retire.
+ */
 static void rbln_postclose(struct drm_device *drm, struct drm_file *file)
 {
 	struct rbln_file *rfile = to_rbln_file(file);
 
-	rbln_vm_fini(&rfile->vm);
+	rbln_queues_destroy(rfile);
+	rbln_vm_put(rfile->vm);
 	kfree(rfile);
 }
 
 static void rbln_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 {
+	rbln_job_show_fdinfo(p, file);
 	rbln_gem_show_fdinfo(p, file);
 }
 
@@ -95,6 +119,9 @@ static const struct drm_ioctl_desc rbln_ioctls[] = {
 	DRM_IOCTL_DEF_DRV(RBLN_GET_PARAM, rbln_get_param_ioctl, 0),
 	DRM_IOCTL_DEF_DRV(RBLN_BO_CREATE, rbln_bo_create_ioctl, 0),
 	DRM_IOCTL_DEF_DRV(RBLN_BO_INFO, rbln_bo_info_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(RBLN_QUEUE_CREATE, rbln_queue_create_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(RBLN_QUEUE_DESTROY, rbln_queue_destroy_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(RBLN_SUBMIT, rbln_submit_ioctl, 0),
 };
 
 static const struct file_operations rbln_fops = {
@@ -104,7 +131,8 @@ static const struct file_operations rbln_fops = {
 };
 
 static const struct drm_driver rbln_drm_driver = {
-	.driver_features = DRIVER_COMPUTE_ACCEL | DRIVER_GEM,
+	.driver_features = DRIVER_COMPUTE_ACCEL | DRIVER_GEM | DRIVER_SYNCOBJ |
+			   DRIVER_SYNCOBJ_TIMELINE,
 	.open = rbln_open,
 	.postclose = rbln_postclose,
 	.show_fdinfo = rbln_show_fdinfo,
@@ -143,6 +171,13 @@ static int rbln_hw_identify(struct rbln_device *rdev)
 	rdev->index = rbln_hw_read(hw, RBLN_REG_DEV_INDEX);
 	rdev->emulated = rbln_hw_read(hw, RBLN_REG_HW_CFG) & RBLN_HW_CFG_EMULATED;
 	rdev->mem_size = rbln_hw_read64(hw, RBLN_REG_MEM_SIZE_LO);
+	rdev->num_rings = rbln_hw_read(hw, RBLN_REG_NUM_RINGS);
+	rdev->isa_caps = rbln_hw_read(hw, RBLN_REG_ISA_CAPS);
+	rdev->max_cmd_size = rbln_hw_read(hw, RBLN_REG_MAX_CMD_SIZE);
+	if (!rdev->num_rings || rdev->num_rings > RBLN_MAX_RINGS) {
+		drm_err(&rdev->drm, "%u rings is not supported\n", rdev->num_rings);
+		return -ENODEV;
+	}
 	return 0;
 }
 
@@ -171,7 +206,7 @@ static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
 	if (ret)
 		return ret;
 
-	ret = rbln_devmem_init(rdev);
+	ret = rbln_devmem_init(rdev) ?: rbln_mmu_init(rdev) ?: rbln_job_init(rdev);
 	if (ret)
 		return ret;
 	rbln_debugfs_init(rdev);
@@ -189,14 +224,15 @@ static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
 
 /*
  * Unplug rather than unregister: files may still be open. From here on
- * every ioctl fails with -ENODEV and the device's memory lives until the
- * last file closes.
+ * every ioctl fails with -ENODEV, every job in flight or queued fails with
+ * -ENODEV, and the device's memory lives until the last file closes.
  */
 static int rbln_device_remove(struct device *parent)
 {
 	struct rbln_device *rdev = dev_get_drvdata(parent);
 
 	drm_dev_unplug(&rdev->drm);
+	rbln_job_unplug(rdev);
 	return 0;
 }
 

@@ -6,7 +6,9 @@
 #define __RBLN_DRV_H__
 
 #include <linux/gpu_buddy.h>
+#include <linux/idr.h>
 #include <linux/mutex.h>
+#include <linux/xarray.h>
 
 #include <drm/drm_device.h>
 #include <drm/drm_file.h>
@@ -18,7 +20,13 @@
 #define RBLN_DRIVER_MAJOR	1
 #define RBLN_DRIVER_MINOR	0
 
+#define RBLN_MAX_RINGS		16
+#define RBLN_MAX_QUEUES		1024	/* per file */
+
+struct drm_gpu_scheduler;
+struct drm_printer;
 struct rbln_hw;
+struct rbln_ring;
 
 /**
  * struct rbln_device - one NPU
@@ -30,8 +38,17 @@ struct rbln_hw;
  * @index: RBLN_REG_DEV_INDEX, read at probe.
  * @emulated: RBLN_HW_CFG_EMULATED, read at probe.
  * @mem_size: device memory in bytes, read at probe.
+ * @num_rings: RBLN_REG_NUM_RINGS, read at probe.
+ * @isa_caps: RBLN_REG_ISA_CAPS, read at probe.
+ * @max_cmd_size: RBLN_REG_MAX_CMD_SIZE, read at probe.
  * @mem_lock: protects @mem.
  * @mem: allocator of device memory, [0, @mem_size).
+ * @ctx_ids: allocator of context indices.
+ * @ctx_table: the context table the device reads (rbln_hw.h).
+ * @ctx_table_dma: its DMA address.
+ * @rings: the command rings.
+ * @scheds: their schedulers, the list every queue's entity spreads over.
+ * @reset_count: rings reset after a timeout.
  *
  * Fields read at probe never change afterwards and need no lock.
  */
@@ -43,17 +60,30 @@ struct rbln_device {
 	u32 index;
 	bool emulated;
 	u64 mem_size;
+	u32 num_rings;
+	u32 isa_caps;
+	u32 max_cmd_size;
 
 	struct mutex mem_lock; /* protects mem */
 	struct gpu_buddy mem;
+
+	struct ida ctx_ids;
+	u64 *ctx_table;
+	dma_addr_t ctx_table_dma;
+
+	struct rbln_ring *rings;
+	struct drm_gpu_scheduler **scheds;
+	atomic_t reset_count;
 };
 
 /**
  * struct rbln_file - what the driver keeps per open file
- * @vm: the file's device address space.
+ * @vm: the file's context and address space; jobs hold it too.
+ * @queues: the file's queues by id; the xarray's lock protects it.
  */
 struct rbln_file {
-	struct rbln_vm vm;
+	struct rbln_vm *vm;
+	struct xarray queues;
 };
 
 static inline struct rbln_device *to_rbln_device(struct drm_device *drm)
@@ -71,6 +101,16 @@ int rbln_devmem_init(struct rbln_device *rdev);
 int rbln_devmem_alloc(struct rbln_device *rdev, u64 size, struct list_head *blocks);
 void rbln_devmem_free(struct rbln_device *rdev, struct list_head *blocks);
 u64 rbln_devmem_used(struct rbln_device *rdev);
+
+/* rbln_job.c */
+int rbln_job_init(struct rbln_device *rdev);
+void rbln_job_unplug(struct rbln_device *rdev);
+void rbln_queues_destroy(struct rbln_file *rfile);
+u64 rbln_ring_busy_ns(struct rbln_device *rdev);
+void rbln_job_show_fdinfo(struct drm_printer *p, struct drm_file *file);
+int rbln_queue_create_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+int rbln_queue_destroy_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 
 /* rbln_sysfs.c */
 extern const struct attribute_group *rbln_dev_groups[];

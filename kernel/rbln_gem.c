@@ -29,12 +29,12 @@
 
 static int rbln_gem_open(struct drm_gem_object *obj, struct drm_file *file)
 {
-	return rbln_vm_map(&to_rbln_file(file)->vm, to_rbln_bo(obj));
+	return rbln_vm_map(to_rbln_file(file)->vm, to_rbln_bo(obj));
 }
 
 static void rbln_gem_close(struct drm_gem_object *obj, struct drm_file *file)
 {
-	rbln_vm_unmap(&to_rbln_file(file)->vm, to_rbln_bo(obj));
+	rbln_vm_unmap(to_rbln_file(file)->vm, to_rbln_bo(obj));
 }
 
 static void rbln_bo_init(struct rbln_bo *bo, u32 placement)
@@ -282,7 +282,7 @@ int rbln_bo_create_ioctl(struct drm_device *drm, void *data, struct drm_file *fi
 	/* The handle maps the object into this file's address space. */
 	ret = drm_gem_handle_create(file, &bo->base.base, &args->handle);
 	if (!ret)
-		ret = rbln_vm_va_of(&to_rbln_file(file)->vm, bo, &args->va);
+		ret = rbln_vm_va_of(to_rbln_file(file)->vm, bo, &args->va);
 	drm_gem_object_put(&bo->base.base);
 	if (ret)
 		return ret;
@@ -310,7 +310,7 @@ static int rbln_handle_of(struct drm_file *file, struct drm_gem_object *obj, u32
 
 int rbln_bo_info_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 {
-	struct rbln_vm *vm = &to_rbln_file(file)->vm;
+	struct rbln_vm *vm = to_rbln_file(file)->vm;
 	struct drm_rbln_bo_info *args = data;
 	struct drm_gem_object *obj;
 	struct rbln_bo *bo;

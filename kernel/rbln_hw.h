@@ -3,13 +3,17 @@
  * rbln_hw.h - the hardware interface of an rbln NPU
  *
  * Everything the driver knows about the device goes through this header: a
- * 32-bit register block reached by read/write accessors. The emulated NPU in
- * emu/ implements it in software; a PCI backend would implement the same
- * accessors with readl()/writel() on BAR0 and nothing above it would change.
+ * 32-bit register block reached by read/write accessors, command rings and
+ * page tables in host memory the device reads by DMA, and an interrupt. The
+ * emulated NPU in emu/ implements it in software; a PCI backend would
+ * implement the same accessors with readl()/writel() on BAR0 and an MSI
+ * handler, and nothing above it would change. The command ISA is in the
+ * UAPI header rbln_isa.h, since userspace writes the commands.
  */
 #ifndef __RBLN_HW_H__
 #define __RBLN_HW_H__
 
+#include <linux/bits.h>
 #include <linux/types.h>
 
 /* Register block, byte offsets. All registers are 32 bits wide. */
@@ -20,8 +24,102 @@
 #define RBLN_REG_MEM_SIZE_LO		0x010	/* RO: device memory, bytes */
 #define RBLN_REG_MEM_SIZE_HI		0x014
 #define RBLN_REG_SCRATCH		0x018	/* RW: liveness probe */
+#define RBLN_REG_NUM_RINGS		0x020	/* RO: command rings */
+#define RBLN_REG_ISA_CAPS		0x024	/* RO: RBLN_ISA_CAP_* (UAPI) */
+#define RBLN_REG_MAX_CMD_SIZE		0x028	/* RO: largest command buffer, bytes */
+#define RBLN_REG_IRQ_STATUS		0x030	/* RW1C: bit r: ring r has news */
+#define RBLN_REG_CTX_TABLE_LO		0x038	/* RW: DMA address of the context table */
+#define RBLN_REG_CTX_TABLE_HI		0x03c
+#define RBLN_REG_INJECT			0x040	/* WO: RBLN_INJECT_*, emulator only */
+#define RBLN_REG_SCRUB_ADDR_LO		0x048	/* RW: device memory to zero, bytes */
+#define RBLN_REG_SCRUB_ADDR_HI		0x04c
+#define RBLN_REG_SCRUB_SIZE_LO		0x050	/* RW: length; writing HI scrubs, */
+#define RBLN_REG_SCRUB_SIZE_HI		0x054	/* done when the write returns */
 
 #define RBLN_HW_CFG_EMULATED		BIT(0)
+
+/* Test hooks of the emulated NPU; silicon ignores the register. */
+#define RBLN_INJECT_HANG		BIT(0)	/* the next job never ends */
+#define RBLN_INJECT_DMA_ERROR		BIT(1)	/* the next DMA fails */
+#define RBLN_INJECT_FAULT		BIT(2)	/* the next job faults */
+
+/*
+ * Command rings. Ring r's registers start at RBLN_RING_REG(r, 0). The ring
+ * is an array of RBLN_RING_ENTRIES struct rbln_ring_entry in host memory;
+ * the driver writes entries at TAIL and then TAIL itself (the doorbell),
+ * the command processor executes them in order from HEAD, and after each
+ * one writes its seqno to the 64-bit fence slot and sets the ring's bit in
+ * IRQ_STATUS, which raises the interrupt.
+ *
+ * On a fault the ring stops before writing the fence, fills FAULT_* and
+ * raises the interrupt; writing FAULT_INFO (any value) acknowledges: the
+ * entry then completes (its fence is written) and the ring goes on.
+ * Writing ABORT with the seqno of the entry being executed abandons it:
+ * its fence is never written and the ring goes on with the next entry.
+ */
+#define RBLN_RING_REG(r, off)		(0x100 + (r) * 0x40 + (off))
+#define RBLN_RING_BASE_LO		0x00	/* RW: DMA address of the entries */
+#define RBLN_RING_BASE_HI		0x04
+#define RBLN_RING_TAIL			0x08	/* RW: doorbell, entry index */
+#define RBLN_RING_HEAD			0x0c	/* RO: next entry to execute */
+#define RBLN_RING_FENCE_LO		0x10	/* RW: DMA address of the fence slot */
+#define RBLN_RING_FENCE_HI		0x14
+#define RBLN_RING_ENABLE		0x18	/* RW: 1 to run */
+#define RBLN_RING_FAULT_INFO		0x1c	/* RO: RBLN_FAULT_*; W: acknowledge */
+#define RBLN_RING_FAULT_ADDR_LO		0x20	/* RO: the faulting address */
+#define RBLN_RING_FAULT_ADDR_HI		0x24
+#define RBLN_RING_FAULT_SEQNO_LO	0x28	/* RO: the faulting entry */
+#define RBLN_RING_FAULT_SEQNO_HI	0x2c
+#define RBLN_RING_ABORT_LO		0x30	/* WO: seqno to abandon; HI write acts */
+#define RBLN_RING_ABORT_HI		0x34
+#define RBLN_RING_BUSY_NS_LO		0x38	/* RO: time spent executing, ns */
+#define RBLN_RING_BUSY_NS_HI		0x3c
+
+#define RBLN_RING_ENTRIES		256
+
+/**
+ * struct rbln_ring_entry - one job on a ring
+ * @cmd_va: device virtual address of the command buffer.
+ * @cmd_size: its size in bytes.
+ * @ctx: context (address space) to run it in: index in the context table.
+ * @seqno: written to the fence slot when the entry completes.
+ * @busy_ns: written by the device before the fence: execution time.
+ */
+struct rbln_ring_entry {
+	u64 cmd_va;
+	u32 cmd_size;
+	u32 ctx;
+	u64 seqno;
+	u64 busy_ns;
+};
+
+/* RBLN_RING_FAULT_INFO */
+#define RBLN_FAULT_VALID		BIT(31)
+#define RBLN_FAULT_TYPE(info)		((info) & 0xff)
+#define RBLN_FAULT_UNMAPPED		1	/* no translation for the address */
+#define RBLN_FAULT_WRITE_PROTECTED	2	/* write to a read-only mapping */
+#define RBLN_FAULT_ILLEGAL_OPCODE	3
+#define RBLN_FAULT_MALFORMED		4	/* bad length, field or alignment */
+#define RBLN_FAULT_DMA			5	/* the memory system reported an error */
+#define RBLN_FAULT_BAD_CONTEXT		6	/* no page table for the context */
+
+/*
+ * Address translation. The context table is an array of RBLN_MAX_CONTEXTS
+ * u64 entries, each the DMA address of a context's top-level page table, or
+ * 0. Page tables are 4 levels of 512 u64 entries (9 bits of address each,
+ * 4 KiB pages, 48-bit addresses). A table entry holds the DMA address of
+ * the next table and RBLN_PTE_VALID; a leaf entry:
+ */
+#define RBLN_MAX_CONTEXTS		1024
+#define RBLN_PT_LEVELS			4
+#define RBLN_PT_ENTRIES			512
+#define RBLN_PTE_VALID			BIT_ULL(0)
+#define RBLN_PTE_WRITE			BIT_ULL(1)
+#define RBLN_PTE_SYSTEM			BIT_ULL(2)	/* host memory: a DMA address */
+#define RBLN_PTE_PEER			BIT_ULL(3)	/* another NPU's memory */
+#define RBLN_PTE_ADDR_MASK		GENMASK_ULL(51, 12)
+#define RBLN_PTE_PEER_SHIFT		52		/* its bus index, 10 bits */
+#define RBLN_PTE_PEER_MASK		GENMASK_ULL(61, 52)
 
 /* What every register reads as once the device is gone, as on PCI. */
 #define RBLN_REG_DEAD			0xffffffffu
@@ -43,9 +141,17 @@ struct rbln_hw_ops {
 /**
  * struct rbln_hw - one NPU as the driver sees it
  * @ops: the backend's accessors.
+ * @irq: the driver's interrupt handler, set before any ring is enabled.
+ *	The backend calls it, never concurrently with itself, in a context
+ *	that may not sleep for long (a threaded interrupt's).
+ * @irq_data: passed to @irq.
+ * @dma_dev: the device that masters DMA, for the DMA API.
  */
 struct rbln_hw {
 	const struct rbln_hw_ops *ops;
+	void (*irq)(void *irq_data);
+	void *irq_data;
+	struct device *dma_dev;
 };
 
 static inline u32 rbln_hw_read(struct rbln_hw *hw, u32 reg)

@@ -1,33 +1,260 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * rbln_mmu.c - per-file device address spaces
+ * rbln_mmu.c - per-file device contexts: address spaces and page tables
  *
- * Every open file has its own device virtual address space. A buffer object
- * gets an address in a file's space when the file gets a handle to it
- * (creation or PRIME import) and loses it with the file's last handle, so a
- * file can name only what it holds. The space records, per mapping, what
- * the device may do there; commands are checked against it.
+ * Every open file has its own context: a device virtual address space and
+ * the page tables the device walks for it (format in rbln_hw.h). A buffer
+ * object gets an address in a file's space when the file gets a handle to
+ * it (creation or PRIME import) and loses it with the file's last handle
+ * and the last job using it, so a file can name only what it holds. Each
+ * mapping records what the device may do there; the MMU enforces it.
  */
 
+#include <linux/dma-mapping.h>
+#include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 
+#include <drm/drm_managed.h>
+
 #include <uapi/drm/rbln_accel.h>
 
+#include "rbln_drv.h"
 #include "rbln_gem.h"
+#include "rbln_hw.h"
 #include "rbln_mmu.h"
 
-void rbln_vm_init(struct rbln_vm *vm)
+#define PT_SHIFT(level)		(PAGE_SHIFT + 9 * (level))
+#define PT_INDEX(va, level)	(((va) >> PT_SHIFT(level)) & (RBLN_PT_ENTRIES - 1))
+
+static void rbln_mmu_fini(struct drm_device *drm, void *arg)
 {
-	mutex_init(&vm->lock);
-	drm_mm_init(&vm->mm, RBLN_VA_START, RBLN_VA_SIZE);
+	struct rbln_device *rdev = to_rbln_device(drm);
+
+	dma_free_coherent(rdev->hw->dma_dev, RBLN_MAX_CONTEXTS * sizeof(u64),
+			  rdev->ctx_table, rdev->ctx_table_dma);
+	ida_destroy(&rdev->ctx_ids);
 }
 
-/* Every handle is closed before this: the space must be empty. */
-void rbln_vm_fini(struct rbln_vm *vm)
+/**
+ * rbln_mmu_init() - the context table of a device
+ * @rdev: the device
+ *
+ * Return: 0 or a negative errno.
+ */
+int rbln_mmu_init(struct rbln_device *rdev)
 {
+	struct device *dma_dev = rdev->hw->dma_dev;
+
+	ida_init(&rdev->ctx_ids);
+	rdev->ctx_table = dma_alloc_coherent(dma_dev, RBLN_MAX_CONTEXTS * sizeof(u64),
+					     &rdev->ctx_table_dma, GFP_KERNEL);
+	if (!rdev->ctx_table)
+		return -ENOMEM;
+	rbln_hw_write(rdev->hw, RBLN_REG_CTX_TABLE_LO, lower_32_bits(rdev->ctx_table_dma));
+	rbln_hw_write(rdev->hw, RBLN_REG_CTX_TABLE_HI, upper_32_bits(rdev->ctx_table_dma));
+	return drmm_add_action_or_reset(&rdev->drm, rbln_mmu_fini, NULL);
+}
+
+static int rbln_pt_alloc(struct rbln_device *rdev, struct rbln_pt *pt, unsigned int level)
+{
+	/*
+	 * Not a dma_pool: page tables outlive the bus device's sysfs directory
+	 * (files stay open after removal), where a pool keeps an attribute.
+	 */
+	pt->cpu = dma_alloc_coherent(rdev->hw->dma_dev, PAGE_SIZE, &pt->dma, GFP_KERNEL);
+	if (!pt->cpu)
+		return -ENOMEM;
+	pt->child = NULL;
+	if (level) {
+		pt->child = kcalloc(RBLN_PT_ENTRIES, sizeof(*pt->child), GFP_KERNEL);
+		if (!pt->child) {
+			dma_free_coherent(rdev->hw->dma_dev, PAGE_SIZE, pt->cpu, pt->dma);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static void rbln_pt_free(struct rbln_device *rdev, struct rbln_pt *pt, unsigned int level)
+{
+	unsigned int i;
+
+	if (level) {
+		for (i = 0; i < RBLN_PT_ENTRIES; i++) {
+			if (pt->child[i]) {
+				rbln_pt_free(rdev, pt->child[i], level - 1);
+				kfree(pt->child[i]);
+			}
+		}
+		kfree(pt->child);
+	}
+	dma_free_coherent(rdev->hw->dma_dev, PAGE_SIZE, pt->cpu, pt->dma);
+}
+
+/* The leaf table covering @va, allocated on the way when @alloc. */
+static struct rbln_pt *rbln_pt_leaf(struct rbln_vm *vm, u64 va, bool alloc)
+{
+	struct rbln_pt *pt = &vm->root;
+	unsigned int level, idx;
+
+	lockdep_assert_held(&vm->lock);
+
+	for (level = RBLN_PT_LEVELS - 1; level > 0; level--) {
+		idx = PT_INDEX(va, level);
+		if (!pt->child[idx]) {
+			struct rbln_pt *next;
+
+			if (!alloc)
+				return NULL;
+			next = kzalloc(sizeof(*next), GFP_KERNEL);
+			if (!next || rbln_pt_alloc(vm->rdev, next, level - 1)) {
+				kfree(next);
+				return NULL;
+			}
+			pt->child[idx] = next;
+			/* The device may walk here now: entry last. */
+			WRITE_ONCE(pt->cpu[idx], next->dma | RBLN_PTE_VALID);
+		}
+		pt = pt->child[idx];
+	}
+	return pt;
+}
+
+/* Points the pages of [@va, @va + @size) at @addr onwards with @flags. */
+static int rbln_pt_set(struct rbln_vm *vm, u64 va, u64 addr, u64 size, u64 flags)
+{
+	struct rbln_pt *leaf = NULL;
+	u64 off;
+
+	for (off = 0; off < size; off += PAGE_SIZE) {
+		if (!leaf || !PT_INDEX(va + off, 0))
+			leaf = rbln_pt_leaf(vm, va + off, true);
+		if (!leaf)
+			return -ENOMEM;
+		WRITE_ONCE(leaf->cpu[PT_INDEX(va + off, 0)], (addr + off) | flags);
+	}
+	return 0;
+}
+
+static void rbln_pt_clear(struct rbln_vm *vm, u64 va, u64 size)
+{
+	struct rbln_pt *leaf;
+	u64 off;
+
+	for (off = 0; off < size; off += PAGE_SIZE) {
+		leaf = rbln_pt_leaf(vm, va + off, false);
+		if (leaf)
+			WRITE_ONCE(leaf->cpu[PT_INDEX(va + off, 0)], 0);
+	}
+}
+
+/* Writes the page table entries of @map: its object's memory, wherever. */
+static int rbln_vm_bind(struct rbln_vm *vm, struct rbln_mapping *map)
+{
+	struct rbln_bo *bo = map->bo, *owner = bo->peer ?: bo;
+	u64 flags = RBLN_PTE_VALID, va = map->node.start;
+	struct gpu_buddy_block *block;
+	struct sg_dma_page_iter iter;
+	struct sg_table *sgt;
+	int ret = 0;
+
+	lockdep_assert_held(&vm->lock);
+	if (map->bound)
+		return 0;
+	if (map->perm & RBLN_MAP_WRITE)
+		flags |= RBLN_PTE_WRITE;
+
+	if (bo->placement == RBLN_BO_DEVICE) {
+		struct rbln_device *mem = to_rbln_device(owner->base.base.dev);
+
+		if (bo->peer)
+			flags |= RBLN_PTE_PEER | (u64)mem->index << RBLN_PTE_PEER_SHIFT;
+		list_for_each_entry(block, &owner->blocks, link) {
+			u64 size = gpu_buddy_block_size(&mem->mem, block);
+
+			ret = rbln_pt_set(vm, va, gpu_buddy_block_offset(block), size, flags);
+			if (ret)
+				break;
+			va += size;
+		}
+	} else {
+		sgt = drm_gem_shmem_get_pages_sgt(&bo->base);
+		if (IS_ERR(sgt))
+			return PTR_ERR(sgt);
+		for_each_sgtable_dma_page(sgt, &iter, 0) {
+			ret = rbln_pt_set(vm, va, sg_page_iter_dma_address(&iter), PAGE_SIZE,
+					  flags | RBLN_PTE_SYSTEM);
+			if (ret)
+				break;
+			va += PAGE_SIZE;
+		}
+	}
+	if (ret) {
+		rbln_pt_clear(vm, map->node.start, va - map->node.start);
+		return ret;
+	}
+	map->bound = true;
+	return 0;
+}
+
+/**
+ * rbln_vm_create() - a new context with an empty address space
+ * @rdev: the device
+ *
+ * Return: the context, or an ERR_PTR: -ENOSPC when all RBLN_MAX_CONTEXTS
+ * are in use.
+ */
+struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
+{
+	struct rbln_vm *vm;
+	int ret;
+
+	vm = kzalloc(sizeof(*vm), GFP_KERNEL);
+	if (!vm)
+		return ERR_PTR(-ENOMEM);
+	kref_init(&vm->ref);
+	vm->rdev = rdev;
+	init_waitqueue_head(&vm->jobs_done);
+	mutex_init(&vm->lock);
+	drm_mm_init(&vm->mm, RBLN_VA_START, RBLN_VA_SIZE);
+
+	ret = rbln_pt_alloc(rdev, &vm->root, RBLN_PT_LEVELS - 1);
+	if (ret)
+		goto err_free;
+	/* Context 0 is never used: a zeroed entry means no context. */
+	ret = ida_alloc_range(&rdev->ctx_ids, 1, RBLN_MAX_CONTEXTS - 1, GFP_KERNEL);
+	if (ret < 0)
+		goto err_pt;
+	vm->id = ret;
+	WRITE_ONCE(rdev->ctx_table[vm->id], vm->root.dma);
+	return vm;
+
+err_pt:
+	rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
+err_free:
+	drm_mm_takedown(&vm->mm);
+	kfree(vm);
+	return ERR_PTR(ret);
+}
+
+static void rbln_vm_release(struct kref *ref)
+{
+	struct rbln_vm *vm = container_of(ref, struct rbln_vm, ref);
+	struct rbln_device *rdev = vm->rdev;
+
+	/* No job of the context runs any more: the device is done with it. */
+	WRITE_ONCE(rdev->ctx_table[vm->id], 0);
+	ida_free(&rdev->ctx_ids, vm->id);
+	rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
 	drm_mm_takedown(&vm->mm);
 	mutex_destroy(&vm->lock);
+	kfree(vm);
+}
+
+void rbln_vm_put(struct rbln_vm *vm)
+{
+	kref_put(&vm->ref, rbln_vm_release);
 }
 
 static struct rbln_mapping *rbln_vm_find(struct rbln_vm *vm, struct rbln_bo *bo)
@@ -53,7 +280,7 @@ static struct rbln_mapping *rbln_vm_find(struct rbln_vm *vm, struct rbln_bo *bo)
  * @bo: the object
  *
  * Objects of 2 MiB and more are aligned to 2 MiB, so that the MMU can use
- * large pages for them.
+ * large pages for them. DEVICE objects are bound at once.
  *
  * Return: 0, -ENOMEM, or -ENOSPC when the address space is full.
  */
@@ -87,6 +314,11 @@ int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo)
 					  size >= SZ_2M ? SZ_2M : PAGE_SIZE, 0,
 					  RBLN_VA_START, RBLN_VA_END,
 					  DRM_MM_INSERT_BEST);
+	if (!ret && bo->placement == RBLN_BO_DEVICE) {
+		ret = rbln_vm_bind(vm, map);
+		if (ret)
+			drm_mm_remove_node(&map->node);
+	}
 	if (ret) {
 		kfree(map);
 		mutex_unlock(&vm->lock);
@@ -101,11 +333,38 @@ int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo)
 }
 
 /**
- * rbln_vm_unmap() - drop one handle's use of @bo's mapping in @vm
+ * rbln_vm_use() - a job is about to use @bo through @vm
+ * @vm: the address space
+ * @bo: an object mapped there
+ *
+ * Binds the mapping if needed and holds it for the job until the job calls
+ * rbln_vm_unmap(): closing the handle meanwhile does not pull the memory
+ * from under the device.
+ *
+ * Return: 0, -ENOENT when @bo is not mapped in @vm, or a binding error.
+ */
+int rbln_vm_use(struct rbln_vm *vm, struct rbln_bo *bo)
+{
+	struct rbln_mapping *map;
+	int ret = -ENOENT;
+
+	mutex_lock(&vm->lock);
+	map = rbln_vm_find(vm, bo);
+	if (map) {
+		ret = rbln_vm_bind(vm, map);
+		if (!ret)
+			map->users++;
+	}
+	mutex_unlock(&vm->lock);
+	return ret;
+}
+
+/**
+ * rbln_vm_unmap() - drop one handle's or job's use of @bo's mapping in @vm
  * @vm: the address space
  * @bo: the object
  *
- * The address goes with the last handle of the file.
+ * The address goes with the last user.
  */
 void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo)
 {
@@ -117,6 +376,8 @@ void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo)
 		mutex_unlock(&vm->lock);
 		return;
 	}
+	if (map->bound)
+		rbln_pt_clear(vm, map->node.start, bo->base.base.size);
 	drm_mm_remove_node(&map->node);
 	mutex_lock(&bo->map_lock);
 	list_del(&map->bo_link);
@@ -185,11 +446,12 @@ void rbln_vm_describe(struct rbln_vm *vm, struct seq_file *m)
 		struct rbln_mapping *map = container_of(node, struct rbln_mapping, node);
 		struct rbln_bo *bo = map->bo;
 
-		seq_printf(m, "\t%#014llx %12zu %-6s %c%c%s\n", node->start,
+		seq_printf(m, "\t%#014llx %12zu %-6s %c%c%s%s\n", node->start,
 			   bo->base.base.size,
 			   bo->placement == RBLN_BO_DEVICE ? "device" : "host",
 			   map->perm & RBLN_MAP_READ ? 'r' : '-',
 			   map->perm & RBLN_MAP_WRITE ? 'w' : '-',
+			   map->bound ? " bound" : "",
 			   drm_gem_is_imported(&bo->base.base) ? " imported" : "");
 	}
 	mutex_unlock(&vm->lock);

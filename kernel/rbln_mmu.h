@@ -6,10 +6,13 @@
 #define __RBLN_MMU_H__
 
 #include <linux/bits.h>
+#include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/sizes.h>
 #include <linux/types.h>
+#include <linux/atomic.h>
+#include <linux/wait.h>
 
 #include <drm/drm_mm.h>
 
@@ -26,14 +29,42 @@ struct seq_file;
 #define RBLN_MAP_WRITE		BIT(1)
 
 /**
- * struct rbln_vm - one file's device address space
- * @lock: protects @mm and every mapping's @users. Taken before a buffer
- *	object's map_lock.
+ * struct rbln_pt - one page table, and the driver's shadow of its children
+ * @cpu: the 512 entries the device reads.
+ * @dma: their DMA address.
+ * @child: next-level tables, NULL at the leaf level.
+ */
+struct rbln_pt {
+	u64 *cpu;
+	dma_addr_t dma;
+	struct rbln_pt **child;
+};
+
+/**
+ * struct rbln_vm - one file's device context: its address space
+ * @ref: held by the file and by every job of the context.
+ * @rdev: the device.
+ * @id: the context's index in the device's context table.
+ * @lock: protects @mm, @root and every mapping's @users and @bound. Taken
+ *	before a buffer object's map_lock.
  * @mm: allocator of the virtual range; each node is a struct rbln_mapping.
+ * @root: the top-level page table.
+ * @banned: set when a job of the context faulted: no more submissions.
+ * @busy_ns: time the device spent on the context's jobs.
+ * @jobs: jobs of the context not yet freed.
+ * @jobs_done: woken when @jobs drops to zero.
  */
 struct rbln_vm {
-	struct mutex lock; /* protects mm, users; taken before map_lock */
+	struct kref ref;
+	struct rbln_device *rdev;
+	u32 id;
+	struct mutex lock; /* protects mm, root, users, bound; before map_lock */
 	struct drm_mm mm;
+	struct rbln_pt root;
+	atomic_t banned;
+	atomic64_t busy_ns;
+	atomic_t jobs;
+	wait_queue_head_t jobs_done;
 };
 
 /**
@@ -43,8 +74,11 @@ struct rbln_vm {
  * @vm: the address space.
  * @bo: the object; the file's handle keeps it alive while mapped.
  * @bo_link: in the object's list of mappings, under its map_lock.
- * @users: handles of the file on the object, under @vm->lock.
+ * @users: the file's handles on the object and the jobs using it.
  * @perm: RBLN_MAP_* granted to the device.
+ * @bound: the page table entries are written. DEVICE objects are bound
+ *	at once; HOST objects when a job first lists them, which pins their
+ *	pages until the mapping goes.
  */
 struct rbln_mapping {
 	struct drm_mm_node node;
@@ -53,14 +87,25 @@ struct rbln_mapping {
 	struct list_head bo_link;
 	unsigned int users;
 	u32 perm;
+	bool bound;
 };
 
-void rbln_vm_init(struct rbln_vm *vm);
-void rbln_vm_fini(struct rbln_vm *vm);
+struct rbln_device;
+
+int rbln_mmu_init(struct rbln_device *rdev);
+struct rbln_vm *rbln_vm_create(struct rbln_device *rdev);
+void rbln_vm_put(struct rbln_vm *vm);
 int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo);
+int rbln_vm_use(struct rbln_vm *vm, struct rbln_bo *bo);
 void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo);
 int rbln_vm_va_of(struct rbln_vm *vm, struct rbln_bo *bo, u64 *va);
 struct rbln_bo *rbln_vm_bo_at(struct rbln_vm *vm, u64 va);
 void rbln_vm_describe(struct rbln_vm *vm, struct seq_file *m);
+
+static inline struct rbln_vm *rbln_vm_get(struct rbln_vm *vm)
+{
+	kref_get(&vm->ref);
+	return vm;
+}
 
 #endif /* __RBLN_MMU_H__ */

@@ -2,8 +2,10 @@
 /*
  * rbln_sysfs.c - attributes of an NPU under /sys/class/accel/accelN/device/
  *
- * One value per file, in bytes, for sysadmin tools (rbln-smi) that read no
- * ioctl and need no access to the device node.
+ * One value per file, for sysadmin tools (rbln-smi) that read no ioctl and
+ * need no access to the device node: memory in bytes, the time the device
+ * spent executing in nanoseconds (utilisation is its rate of change), and
+ * how many times a hung job made the driver reset a ring.
  */
 
 #include <linux/device.h>
@@ -29,9 +31,27 @@ static ssize_t memory_used_show(struct device *dev, struct device_attribute *att
 }
 static DEVICE_ATTR_RO(memory_used);
 
+static ssize_t busy_ns_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct rbln_device *rdev = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%llu\n", rbln_ring_busy_ns(rdev));
+}
+static DEVICE_ATTR_RO(busy_ns);
+
+static ssize_t reset_count_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct rbln_device *rdev = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%d\n", atomic_read(&rdev->reset_count));
+}
+static DEVICE_ATTR_RO(reset_count);
+
 static struct attribute *rbln_dev_attrs[] = {
 	&dev_attr_memory_total.attr,
 	&dev_attr_memory_used.attr,
+	&dev_attr_busy_ns.attr,
+	&dev_attr_reset_count.attr,
 	NULL
 };
 

@@ -21,9 +21,10 @@
 #include <linux/sizes.h>
 
 #include <uapi/drm/rbln_accel.h>
+#include <uapi/drm/rbln_isa.h>
 
-#include "../rbln_hw.h"
 #include "rbln_emu.h"
+#include "rbln_emu_internal.h"
 
 #define RBLN_EMU_HW_REV		((1 << 16) | 0)
 #define RBLN_EMU_MAX_ID		1023
@@ -38,30 +39,14 @@ static unsigned int emu_mem_mib = 512;
 module_param(emu_mem_mib, uint, 0444);
 MODULE_PARM_DESC(emu_mem_mib, "Device memory of each emulated NPU, MiB, unless given to new_device (default: 512)");
 
-/**
- * struct rbln_emu_dev - one emulated NPU
- * @dev: its device on the rbln_emu bus; dev.id is the device's ID.
- * @hw: what the driver holds; the register accessors below.
- * @list: link in rbln_emu_list, under rbln_emu_lock.
- * @mem_size: device memory capacity, bytes; fixed at creation.
- * @present: false once removed: registers read as RBLN_REG_DEAD.
- * @scratch: the scratch register.
- */
-struct rbln_emu_dev {
-	struct device dev;
-	struct rbln_hw hw;
-	struct list_head list;
-	u64 mem_size;
-	bool present;
-	u32 scratch;
-};
-
 /*
  * rbln_emu_lock serialises device creation and removal: it protects
  * rbln_emu_list, rbln_emu_ids and rbln_emu_enabled. The driver's probe and
  * remove run under it (device_register/unregister) and must not take it.
  */
 static DEFINE_MUTEX(rbln_emu_lock);
+/* Also protects rbln_emu_list, for lookups from command processors. */
+static DEFINE_SPINLOCK(rbln_emu_list_lock);
 static LIST_HEAD(rbln_emu_list);
 static DEFINE_IDA(rbln_emu_ids);
 static bool rbln_emu_enabled;
@@ -79,12 +64,25 @@ static struct rbln_emu_dev *to_emu(struct device *dev)
 	return container_of(dev, struct rbln_emu_dev, dev);
 }
 
+static bool rbln_emu_ring_reg(u32 reg, unsigned int *ring, u32 *off)
+{
+	if (reg < RBLN_RING_REG(0, 0) || reg >= RBLN_RING_REG(RBLN_EMU_NUM_RINGS, 0))
+		return false;
+	*ring = (reg - RBLN_RING_REG(0, 0)) / 0x40;
+	*off = (reg - RBLN_RING_REG(0, 0)) % 0x40;
+	return true;
+}
+
 static u32 rbln_emu_read32(struct rbln_hw *hw, u32 reg)
 {
 	struct rbln_emu_dev *edev = container_of(hw, struct rbln_emu_dev, hw);
+	unsigned int ring;
+	u32 off;
 
 	if (!READ_ONCE(edev->present))
 		return RBLN_REG_DEAD;
+	if (rbln_emu_ring_reg(reg, &ring, &off))
+		return rbln_emu_ring_read(&edev->rings[ring], off);
 
 	switch (reg) {
 	case RBLN_REG_CHIP_ID:
@@ -101,6 +99,21 @@ static u32 rbln_emu_read32(struct rbln_hw *hw, u32 reg)
 		return upper_32_bits(edev->mem_size);
 	case RBLN_REG_SCRATCH:
 		return READ_ONCE(edev->scratch);
+	case RBLN_REG_NUM_RINGS:
+		return RBLN_EMU_NUM_RINGS;
+	case RBLN_REG_ISA_CAPS:
+		return RBLN_ISA_CAP_DMA | RBLN_ISA_CAP_ELEMENTWISE | RBLN_ISA_CAP_REDUCE |
+		       RBLN_ISA_CAP_GEMM | RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_F32) |
+		       RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_F16) | RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_BF16) |
+		       RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_I32) | RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_I8);
+	case RBLN_REG_MAX_CMD_SIZE:
+		return RBLN_EMU_MAX_CMD_SIZE;
+	case RBLN_REG_IRQ_STATUS:
+		return atomic_read(&edev->irq_status);
+	case RBLN_REG_CTX_TABLE_LO:
+		return lower_32_bits(READ_ONCE(edev->ctx_table));
+	case RBLN_REG_CTX_TABLE_HI:
+		return upper_32_bits(READ_ONCE(edev->ctx_table));
 	default:
 		/* Unimplemented registers read as zero, as on most silicon. */
 		return 0;
@@ -110,19 +123,96 @@ static u32 rbln_emu_read32(struct rbln_hw *hw, u32 reg)
 static void rbln_emu_write32(struct rbln_hw *hw, u32 reg, u32 val)
 {
 	struct rbln_emu_dev *edev = container_of(hw, struct rbln_emu_dev, hw);
+	unsigned int ring;
+	u32 off;
 
 	if (!READ_ONCE(edev->present))
 		return;
+	if (rbln_emu_ring_reg(reg, &ring, &off)) {
+		rbln_emu_ring_write(&edev->rings[ring], off, val);
+		return;
+	}
 
-	if (reg == RBLN_REG_SCRATCH)
+	switch (reg) {
+	case RBLN_REG_SCRATCH:
 		WRITE_ONCE(edev->scratch, val);
-	/* Writes to read-only or unimplemented registers are dropped. */
+		break;
+	case RBLN_REG_IRQ_STATUS:
+		atomic_andnot(val, &edev->irq_status);
+		break;
+	case RBLN_REG_CTX_TABLE_LO:
+		WRITE_ONCE(edev->ctx_table, (edev->ctx_table & GENMASK_ULL(63, 32)) | val);
+		break;
+	case RBLN_REG_CTX_TABLE_HI:
+		WRITE_ONCE(edev->ctx_table,
+			   (edev->ctx_table & GENMASK_ULL(31, 0)) | (u64)val << 32);
+		break;
+	case RBLN_REG_SCRUB_ADDR_LO:
+		edev->scrub_addr = (edev->scrub_addr & GENMASK_ULL(63, 32)) | val;
+		break;
+	case RBLN_REG_SCRUB_ADDR_HI:
+		edev->scrub_addr = (edev->scrub_addr & GENMASK_ULL(31, 0)) | (u64)val << 32;
+		break;
+	case RBLN_REG_SCRUB_SIZE_LO:
+		edev->scrub_size = (edev->scrub_size & GENMASK_ULL(63, 32)) | val;
+		break;
+	case RBLN_REG_SCRUB_SIZE_HI:
+		edev->scrub_size = (edev->scrub_size & GENMASK_ULL(31, 0)) | (u64)val << 32;
+		rbln_emu_dram_scrub(edev, edev->scrub_addr, edev->scrub_size);
+		break;
+	case RBLN_REG_INJECT:
+		atomic_or(val & (RBLN_INJECT_HANG | RBLN_INJECT_DMA_ERROR | RBLN_INJECT_FAULT),
+			  &edev->inject);
+		break;
+	default:
+		/* Writes to read-only or unimplemented registers are dropped. */
+		break;
+	}
+}
+
+/**
+ * rbln_emu_raise_irq() - a ring has news for the driver
+ * @edev: the device
+ * @ring: the ring
+ *
+ * Sets the ring's IRQ_STATUS bit and calls the driver's handler, one call
+ * at a time, like a threaded interrupt handler.
+ */
+void rbln_emu_raise_irq(struct rbln_emu_dev *edev, unsigned int ring)
+{
+	atomic_or(BIT(ring), &edev->irq_status);
+	spin_lock(&edev->irq_lock);
+	if (READ_ONCE(edev->present) && edev->hw.irq)
+		edev->hw.irq(edev->hw.irq_data);
+	spin_unlock(&edev->irq_lock);
 }
 
 static const struct rbln_hw_ops rbln_emu_hw_ops = {
 	.read32 = rbln_emu_read32,
 	.write32 = rbln_emu_write32,
 };
+
+/**
+ * rbln_emu_get_by_index() - a present device, for peer-to-peer access
+ * @index: its bus index
+ *
+ * Return: the device with a reference the caller puts, or NULL.
+ */
+struct rbln_emu_dev *rbln_emu_get_by_index(u32 index)
+{
+	struct rbln_emu_dev *edev, *found = NULL;
+
+	spin_lock(&rbln_emu_list_lock);
+	list_for_each_entry(edev, &rbln_emu_list, list) {
+		if (edev->dev.id == index && READ_ONCE(edev->present)) {
+			found = edev;
+			get_device(&edev->dev);
+			break;
+		}
+	}
+	spin_unlock(&rbln_emu_list_lock);
+	return found;
+}
 
 /**
  * rbln_emu_hw() - the hardware behind an emulated device
@@ -138,7 +228,11 @@ struct rbln_hw *rbln_emu_hw(struct device *dev)
 
 static void rbln_emu_dev_release(struct device *dev)
 {
-	kfree(to_emu(dev));
+	struct rbln_emu_dev *edev = to_emu(dev);
+
+	rbln_emu_cp_fini(edev);
+	rbln_emu_dram_free(edev);
+	kfree(edev);
 	if (refcount_dec_and_test(&rbln_emu_live))
 		complete(&rbln_emu_all_released);
 }
@@ -176,8 +270,11 @@ static int rbln_emu_dev_new(unsigned int id, unsigned int mem_mib)
 	}
 
 	edev->hw.ops = &rbln_emu_hw_ops;
+	edev->hw.dma_dev = &edev->dev;
 	edev->mem_size = (u64)mem_mib * SZ_1M;
 	edev->present = true;
+	spin_lock_init(&edev->irq_lock);
+	xa_init(&edev->dram);
 	edev->dev.id = id;
 	edev->dev.bus = &rbln_emu_bus_type;
 	edev->dev.type = &rbln_emu_dev_type;
@@ -188,6 +285,8 @@ static int rbln_emu_dev_new(unsigned int id, unsigned int mem_mib)
 	edev->dev.dma_mask = &edev->dev.coherent_dma_mask;
 	ret = dma_coerce_mask_and_coherent(&edev->dev, DMA_BIT_MASK(64));
 	if (!ret)
+		ret = rbln_emu_cp_init(edev);
+	if (!ret)
 		ret = dev_set_name(&edev->dev, "rbln_emu%u", id);
 	if (!ret)
 		ret = device_add(&edev->dev);
@@ -197,7 +296,9 @@ static int rbln_emu_dev_new(unsigned int id, unsigned int mem_mib)
 		return ret;
 	}
 
+	spin_lock(&rbln_emu_list_lock);
 	list_add_tail(&edev->list, &rbln_emu_list);
+	spin_unlock(&rbln_emu_list_lock);
 	return 0;
 }
 
@@ -205,8 +306,11 @@ static void rbln_emu_dev_del(struct rbln_emu_dev *edev)
 {
 	lockdep_assert_held(&rbln_emu_lock);
 
+	spin_lock(&rbln_emu_list_lock);
 	list_del(&edev->list);
+	spin_unlock(&rbln_emu_list_lock);
 	WRITE_ONCE(edev->present, false);
+	rbln_emu_cp_stop(edev);
 	ida_free(&rbln_emu_ids, edev->dev.id);
 	device_unregister(&edev->dev);
 }

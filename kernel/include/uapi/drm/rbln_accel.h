@@ -33,6 +33,9 @@ extern "C" {
 #define DRM_RBLN_GET_PARAM		0x00
 #define DRM_RBLN_BO_CREATE		0x01
 #define DRM_RBLN_BO_INFO		0x02
+#define DRM_RBLN_QUEUE_CREATE		0x03
+#define DRM_RBLN_QUEUE_DESTROY		0x04
+#define DRM_RBLN_SUBMIT			0x05
 
 #define DRM_IOCTL_RBLN_GET_PARAM \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_RBLN_GET_PARAM, struct drm_rbln_get_param)
@@ -40,6 +43,12 @@ extern "C" {
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_RBLN_BO_CREATE, struct drm_rbln_bo_create)
 #define DRM_IOCTL_RBLN_BO_INFO \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_RBLN_BO_INFO, struct drm_rbln_bo_info)
+#define DRM_IOCTL_RBLN_QUEUE_CREATE \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_RBLN_QUEUE_CREATE, struct drm_rbln_queue_create)
+#define DRM_IOCTL_RBLN_QUEUE_DESTROY \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_RBLN_QUEUE_DESTROY, struct drm_rbln_queue_destroy)
+#define DRM_IOCTL_RBLN_SUBMIT \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_RBLN_SUBMIT, struct drm_rbln_submit)
 
 /**
  * enum drm_rbln_param - what DRM_IOCTL_RBLN_GET_PARAM can answer
@@ -59,6 +68,10 @@ extern "C" {
  * @RBLN_PARAM_VA_SIZE: size of the device virtual address range.
  * @RBLN_PARAM_DEVICE_MEMORY_USED: device memory in use by all buffer
  *	objects of all files, in bytes.
+ * @RBLN_PARAM_NUM_RINGS: hardware command rings; queues are spread on them.
+ * @RBLN_PARAM_ISA_CAPS: RBLN_ISA_CAP_* the device executes.
+ * @RBLN_PARAM_MAX_CMD_SIZE: largest command buffer SUBMIT accepts, bytes.
+ * @RBLN_PARAM_RESET_COUNT: rings reset after a job timed out, since load.
  */
 enum drm_rbln_param {
 	RBLN_PARAM_ABI_VERSION		= 0,
@@ -70,7 +83,18 @@ enum drm_rbln_param {
 	RBLN_PARAM_VA_START		= 6,
 	RBLN_PARAM_VA_SIZE		= 7,
 	RBLN_PARAM_DEVICE_MEMORY_USED	= 8,
+	RBLN_PARAM_NUM_RINGS		= 9,
+	RBLN_PARAM_ISA_CAPS		= 10,
+	RBLN_PARAM_MAX_CMD_SIZE		= 11,
+	RBLN_PARAM_RESET_COUNT		= 12,
 };
+
+/* RBLN_PARAM_ISA_CAPS: opcode groups and dtypes (rbln_isa.h). */
+#define RBLN_ISA_CAP_DMA		0x1	/* NOP, DMA_COPY, DMA_FILL */
+#define RBLN_ISA_CAP_ELEMENTWISE	0x2	/* EW_UNARY, EW_BINARY, EW_SCALAR, CAST */
+#define RBLN_ISA_CAP_REDUCE		0x4
+#define RBLN_ISA_CAP_GEMM		0x8
+#define RBLN_ISA_CAP_DTYPE(dtype)	(0x100u << (dtype))
 
 /* Values of RBLN_PARAM_DEVICE_ID. */
 #define RBLN_CHIP_ID_EMULATED		0x0000e1a0
@@ -149,6 +173,86 @@ struct drm_rbln_bo_info {
 	__u64 mmap_offset;
 	__u32 placement;
 	__u32 bo_flags;
+};
+
+/* struct drm_rbln_queue_create.priority */
+#define RBLN_QUEUE_PRIORITY_LOW		0
+#define RBLN_QUEUE_PRIORITY_NORMAL	1
+#define RBLN_QUEUE_PRIORITY_HIGH	2	/* needs CAP_SYS_NICE */
+
+/**
+ * struct drm_rbln_queue_create - argument of DRM_IOCTL_RBLN_QUEUE_CREATE
+ *
+ * A queue runs its jobs in submission order; jobs of different queues run
+ * concurrently on the device's rings, a higher priority first.
+ *
+ * @priority: RBLN_QUEUE_PRIORITY_* (in).
+ * @queue_id: the new queue (out).
+ */
+struct drm_rbln_queue_create {
+	__u32 priority;
+	__u32 queue_id;
+};
+
+/**
+ * struct drm_rbln_queue_destroy - argument of DRM_IOCTL_RBLN_QUEUE_DESTROY
+ *
+ * Jobs already submitted still run; their fences signal.
+ *
+ * @queue_id: the queue.
+ * @pad: must be zero.
+ */
+struct drm_rbln_queue_destroy {
+	__u32 queue_id;
+	__u32 pad;
+};
+
+/**
+ * struct drm_rbln_sync - a syncobj and, for a timeline, a point on it
+ * @handle: syncobj handle.
+ * @pad: must be zero.
+ * @point: timeline point, or 0 for a binary syncobj.
+ */
+struct drm_rbln_sync {
+	__u32 handle;
+	__u32 pad;
+	__u64 point;
+};
+
+#define RBLN_SUBMIT_MAX_BOS		4096
+#define RBLN_SUBMIT_MAX_WAITS		64
+
+/**
+ * struct drm_rbln_submit - argument of DRM_IOCTL_RBLN_SUBMIT
+ *
+ * Queues a job: once every wait is signaled, the command buffer at @cmd_va
+ * runs in this file's address space. The job holds the listed objects until
+ * it retires; host objects must be listed for the device to reach them.
+ * Its completion, with an error if it failed (-EFAULT for a fault,
+ * -ETIMEDOUT after a hang, -ENODEV after removal), is signaled on @signal.
+ *
+ * @queue_id: the queue.
+ * @flags: must be zero.
+ * @cmd_va: command buffer address, 8-byte aligned.
+ * @cmd_size: its size: a multiple of 8, at most RBLN_PARAM_MAX_CMD_SIZE.
+ * @bo_count: entries of @bo_handles, at most RBLN_SUBMIT_MAX_BOS.
+ * @bo_handles: user pointer to __u32 handles.
+ * @wait_count: entries of @waits, at most RBLN_SUBMIT_MAX_WAITS.
+ * @pad: must be zero.
+ * @waits: user pointer to struct drm_rbln_sync.
+ * @signal: syncobj (and point) to signal; handle 0 for none.
+ */
+struct drm_rbln_submit {
+	__u32 queue_id;
+	__u32 flags;
+	__u64 cmd_va;
+	__u32 cmd_size;
+	__u32 bo_count;
+	__u64 bo_handles;
+	__u32 wait_count;
+	__u32 pad;
+	__u64 waits;
+	struct drm_rbln_sync signal;
 };
 
 #if defined(__cplusplus)

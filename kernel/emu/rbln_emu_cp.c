@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_emu_cp.c - the emulated NPU's command processor
+ *
+ * One work item per ring, on an unbound workqueue, so rings run
+ * concurrently. A ring's work runs entries from HEAD to TAIL: it fetches
+ * the command buffer through the entry's context, executes its packets,
+ * writes the entry's seqno to the fence slot and raises the interrupt. A
+ * fault stops the ring until the driver acknowledges it; an abort abandons
+ * the entry being executed. Waits are TASK_IDLE: a hung job is a state of
+ * the device, not a blocked task.
+ */
+
+#include <linux/ktime.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "rbln_emu_internal.h"
+
+bool rbln_emu_ring_aborted(struct rbln_emu_ring *ring, u64 seqno)
+{
+	bool aborted;
+
+	spin_lock(&ring->lock);
+	aborted = ring->abort_pending && ring->abort_seqno == seqno;
+	spin_unlock(&ring->lock);
+	return aborted || !READ_ONCE(ring->edev->present);
+}
+
+static bool rbln_emu_fault_acked(struct rbln_emu_ring *ring, u64 seqno)
+{
+	bool acked;
+
+	spin_lock(&ring->lock);
+	acked = !(ring->fault_info & RBLN_FAULT_VALID);
+	spin_unlock(&ring->lock);
+	return acked || rbln_emu_ring_aborted(ring, seqno);
+}
+
+/* Runs one entry: 0, RBLN_EMU_ABORTED or a RBLN_FAULT_*. */
+static int rbln_emu_run_entry(struct rbln_emu_ring *ring, struct rbln_ring_entry *entry,
+			      u64 *fault_addr)
+{
+	struct rbln_emu_dev *edev = ring->edev;
+	struct rbln_emu_ctx ctx;
+	void *cmd;
+	int ret;
+
+	*fault_addr = entry->cmd_va;
+	ret = rbln_emu_ctx_init(&ctx, edev, entry->ctx);
+	if (ret)
+		return ret;
+	if (!entry->cmd_size || entry->cmd_size > RBLN_EMU_MAX_CMD_SIZE ||
+	    entry->cmd_size % 8 || entry->cmd_va % 8)
+		return RBLN_FAULT_MALFORMED;
+
+	if (atomic_fetch_andnot(RBLN_INJECT_HANG, &edev->inject) & RBLN_INJECT_HANG) {
+		wait_event_idle(ring->wq, rbln_emu_ring_aborted(ring, entry->seqno));
+		return RBLN_EMU_ABORTED;
+	}
+	if (atomic_fetch_andnot(RBLN_INJECT_FAULT, &edev->inject) & RBLN_INJECT_FAULT)
+		return RBLN_FAULT_UNMAPPED;
+
+	cmd = kvmalloc(entry->cmd_size, GFP_KERNEL);
+	if (!cmd)
+		return RBLN_FAULT_DMA;
+	ret = rbln_emu_read(&ctx, entry->cmd_va, cmd, entry->cmd_size);
+	if (!ret)
+		ret = rbln_emu_exec(ring, &ctx, entry->seqno, entry->cmd_va, cmd,
+				    entry->cmd_size);
+	kvfree(cmd);
+	if (ret > 0)
+		*fault_addr = ctx.fault_addr;
+	return ret;
+}
+
+static void rbln_emu_ring_work(struct work_struct *work)
+{
+	struct rbln_emu_ring *ring = container_of(work, struct rbln_emu_ring, work);
+	struct rbln_emu_dev *edev = ring->edev;
+	struct rbln_ring_entry *slot, entry;
+	u64 fault_addr, start, busy;
+	u32 head;
+	int ret;
+
+	for (;;) {
+		spin_lock(&ring->lock);
+		head = ring->head;
+		if (!ring->enabled || !READ_ONCE(edev->present) || head == ring->tail) {
+			spin_unlock(&ring->lock);
+			return;
+		}
+		slot = (struct rbln_ring_entry *)rbln_emu_host_ptr(ring->base) + head;
+		spin_unlock(&ring->lock);
+
+		memcpy(&entry, slot, sizeof(entry));
+		start = ktime_get_ns();
+		ret = rbln_emu_run_entry(ring, &entry, &fault_addr);
+		busy = ktime_get_ns() - start;
+
+		if (ret > 0) {
+			spin_lock(&ring->lock);
+			ring->fault_info = RBLN_FAULT_VALID | ret;
+			ring->fault_addr = fault_addr;
+			ring->fault_seqno = entry.seqno;
+			spin_unlock(&ring->lock);
+			rbln_emu_raise_irq(edev, ring->index);
+			wait_event_idle(ring->wq, rbln_emu_fault_acked(ring, entry.seqno));
+		}
+		if (!READ_ONCE(edev->present))
+			return;
+
+		spin_lock(&ring->lock);
+		ring->busy_ns += busy;
+		ring->head = (head + 1) % RBLN_RING_ENTRIES;
+		if (ring->abort_pending && ring->abort_seqno == entry.seqno) {
+			ret = RBLN_EMU_ABORTED;
+			ring->fault_info = 0;
+		}
+		ring->abort_pending = false;
+		spin_unlock(&ring->lock);
+		if (ret == RBLN_EMU_ABORTED)
+			continue;
+
+		WRITE_ONCE(slot->busy_ns, busy);
+		/* The fence is the last thing the driver reads of the entry. */
+		smp_store_release((u64 *)rbln_emu_host_ptr(ring->fence), entry.seqno);
+		rbln_emu_raise_irq(edev, ring->index);
+		cond_resched();
+	}
+}
+
+u32 rbln_emu_ring_read(struct rbln_emu_ring *ring, u32 off)
+{
+	u32 val;
+
+	spin_lock(&ring->lock);
+	switch (off) {
+	case RBLN_RING_BASE_LO:
+		val = lower_32_bits(ring->base);
+		break;
+	case RBLN_RING_BASE_HI:
+		val = upper_32_bits(ring->base);
+		break;
+	case RBLN_RING_TAIL:
+		val = ring->tail;
+		break;
+	case RBLN_RING_HEAD:
+		val = ring->head;
+		break;
+	case RBLN_RING_FENCE_LO:
+		val = lower_32_bits(ring->fence);
+		break;
+	case RBLN_RING_FENCE_HI:
+		val = upper_32_bits(ring->fence);
+		break;
+	case RBLN_RING_ENABLE:
+		val = ring->enabled;
+		break;
+	case RBLN_RING_FAULT_INFO:
+		val = ring->fault_info;
+		break;
+	case RBLN_RING_FAULT_ADDR_LO:
+		val = lower_32_bits(ring->fault_addr);
+		break;
+	case RBLN_RING_FAULT_ADDR_HI:
+		val = upper_32_bits(ring->fault_addr);
+		break;
+	case RBLN_RING_FAULT_SEQNO_LO:
+		val = lower_32_bits(ring->fault_seqno);
+		break;
+	case RBLN_RING_FAULT_SEQNO_HI:
+		val = upper_32_bits(ring->fault_seqno);
+		break;
+	case RBLN_RING_BUSY_NS_LO:
+		val = lower_32_bits(ring->busy_ns);
+		break;
+	case RBLN_RING_BUSY_NS_HI:
+		val = upper_32_bits(ring->busy_ns);
+		break;
+	default:
+		val = 0;
+		break;
+	}
+	spin_unlock(&ring->lock);
+	return val;
+}
+
+void rbln_emu_ring_write(struct rbln_emu_ring *ring, u32 off, u32 val)
+{
+	bool kick = false, wake = false;
+
+	spin_lock(&ring->lock);
+	switch (off) {
+	case RBLN_RING_BASE_LO:
+		ring->base = (ring->base & GENMASK_ULL(63, 32)) | val;
+		break;
+	case RBLN_RING_BASE_HI:
+		ring->base = (ring->base & GENMASK_ULL(31, 0)) | (u64)val << 32;
+		break;
+	case RBLN_RING_TAIL:
+		ring->tail = val % RBLN_RING_ENTRIES;
+		kick = true;
+		break;
+	case RBLN_RING_FENCE_LO:
+		ring->fence = (ring->fence & GENMASK_ULL(63, 32)) | val;
+		break;
+	case RBLN_RING_FENCE_HI:
+		ring->fence = (ring->fence & GENMASK_ULL(31, 0)) | (u64)val << 32;
+		break;
+	case RBLN_RING_ENABLE:
+		ring->enabled = val & 1;
+		kick = true;
+		break;
+	case RBLN_RING_FAULT_INFO:
+		ring->fault_info = 0;
+		wake = true;
+		break;
+	case RBLN_RING_ABORT_LO:
+		ring->abort_lo = val;
+		break;
+	case RBLN_RING_ABORT_HI:
+		ring->abort_seqno = (u64)val << 32 | ring->abort_lo;
+		ring->abort_pending = true;
+		wake = true;
+		break;
+	default:
+		break;
+	}
+	spin_unlock(&ring->lock);
+
+	if (wake)
+		wake_up(&ring->wq);
+	if (kick)
+		queue_work(ring->edev->wq, &ring->work);
+}
+
+int rbln_emu_cp_init(struct rbln_emu_dev *edev)
+{
+	unsigned int r, b;
+
+	edev->wq = alloc_workqueue("rbln_emu%d", WQ_UNBOUND, RBLN_EMU_NUM_RINGS,
+				   edev->dev.id);
+	if (!edev->wq)
+		return -ENOMEM;
+
+	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++) {
+		struct rbln_emu_ring *ring = &edev->rings[r];
+
+		ring->edev = edev;
+		ring->index = r;
+		spin_lock_init(&ring->lock);
+		init_waitqueue_head(&ring->wq);
+		INIT_WORK(&ring->work, rbln_emu_ring_work);
+		for (b = 0; b < ARRAY_SIZE(ring->buf); b++) {
+			ring->buf[b] = kvmalloc(RBLN_EMU_BUF_BYTES, GFP_KERNEL);
+			if (!ring->buf[b])
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/*
+ * After @edev->present went false: wake every waiting ring and wait until
+ * no command processor runs. From here on the device touches no memory.
+ */
+void rbln_emu_cp_stop(struct rbln_emu_dev *edev)
+{
+	unsigned int r;
+
+	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++) {
+		wake_up(&edev->rings[r].wq);
+		cancel_work_sync(&edev->rings[r].work);
+	}
+}
+
+/* Frees what rbln_emu_cp_init() allocated, even partly. */
+void rbln_emu_cp_fini(struct rbln_emu_dev *edev)
+{
+	unsigned int r, b;
+
+	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++)
+		for (b = 0; b < ARRAY_SIZE(edev->rings[r].buf); b++)
+			kvfree(edev->rings[r].buf[b]);
+	if (edev->wq)
+		destroy_workqueue(edev->wq);
+}

@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_emu_exec.c - decoding and executing the packets of a command buffer
+ *
+ * Every packet is checked in full before it runs (rbln_isa.h). Arithmetic
+ * works on bounded chunks: operands are gathered through the MMU into the
+ * ring's scratch buffers, the ALU runs between kernel_fpu_begin() and
+ * kernel_fpu_end() (preemption is off there, so each stretch is short), and
+ * results are scattered back. An abort is honoured between chunks.
+ */
+
+#include <linux/bits.h>
+#include <linux/fpu.h>
+#include <linux/minmax.h>
+#include <linux/overflow.h>
+#include <linux/sched.h>
+#include <linux/string.h>
+
+#include <uapi/drm/rbln_isa.h>
+
+#include "rbln_emu_alu.h"
+#include "rbln_emu_internal.h"
+
+#define GEMM_TM		32
+#define GEMM_TN		32
+#define GEMM_TK		64
+
+/* The largest element count an operand may have: its bytes fit in 48 bits. */
+#define MAX_BYTES	BIT_ULL(48)
+
+struct rbln_emu_job {
+	struct rbln_emu_ring *ring;
+	struct rbln_emu_ctx *ctx;
+	u64 seqno;
+};
+
+static int rbln_emu_check_abort(struct rbln_emu_job *job)
+{
+	cond_resched();
+	return rbln_emu_ring_aborted(job->ring, job->seqno) ? RBLN_EMU_ABORTED : 0;
+}
+
+/* @count elements of @dtype at @va: aligned and of a sane size, or malformed. */
+static int rbln_emu_check_operand(u64 va, u64 count, u32 dtype)
+{
+	unsigned int size = rbln_alu_dtype_size(dtype);
+
+	if (!size || va % size || count > MAX_BYTES / size)
+		return RBLN_FAULT_MALFORMED;
+	return 0;
+}
+
+static int rbln_emu_dma_fault_injected(struct rbln_emu_job *job, u64 va)
+{
+	struct rbln_emu_dev *edev = job->ring->edev;
+
+	if (!(atomic_fetch_andnot(RBLN_INJECT_DMA_ERROR, &edev->inject) & RBLN_INJECT_DMA_ERROR))
+		return 0;
+	job->ctx->fault_addr = va;
+	return RBLN_FAULT_DMA;
+}
+
+static int rbln_emu_dma_copy(struct rbln_emu_job *job, const struct rbln_pkt_dma_copy *p)
+{
+	if (p->reserved || p->bytes > MAX_BYTES)
+		return RBLN_FAULT_MALFORMED;
+	return rbln_emu_dma_fault_injected(job, p->src) ?:
+	       rbln_emu_copy(job->ctx, p->dst, p->src, p->bytes);
+}
+
+static int rbln_emu_dma_fill(struct rbln_emu_job *job, const struct rbln_pkt_dma_fill *p)
+{
+	if (p->dst % 4 || p->bytes % 4 || p->bytes > MAX_BYTES)
+		return RBLN_FAULT_MALFORMED;
+	return rbln_emu_dma_fault_injected(job, p->dst) ?:
+	       rbln_emu_fill(job->ctx, p->dst, p->pattern, p->bytes);
+}
+
+/*
+ * The element-wise family: dst[i] = f(a[i], b[i]) chunk by chunk; @b is
+ * unused (0) for unary, scalar and cast operations.
+ */
+static int rbln_emu_elementwise(struct rbln_emu_job *job, u32 header, u32 scalar,
+				u64 a, u64 b, u64 dst, u64 count)
+{
+	u32 op = RBLN_PKT_OP(header), dtype = RBLN_PKT_DTYPE(header);
+	u32 sub = RBLN_PKT_SUB(header), out_dtype = op == RBLN_OP_CAST ? sub : dtype;
+	unsigned int in_size = rbln_alu_dtype_size(dtype);
+	unsigned int out_size = rbln_alu_dtype_size(out_dtype);
+	void **buf = job->ring->buf;
+	u64 done, chunk;
+	int ret;
+
+	ret = rbln_emu_check_operand(a, count, dtype) ?:
+	      rbln_emu_check_operand(dst, count, out_dtype);
+	if (!ret && op == RBLN_OP_EW_BINARY)
+		ret = rbln_emu_check_operand(b, count, dtype);
+	if (ret)
+		return ret;
+
+	for (done = 0; done < count; done += chunk) {
+		chunk = min_t(u64, count - done, RBLN_EMU_BUF_BYTES / max(in_size, out_size));
+		ret = rbln_emu_read(job->ctx, a + done * in_size, buf[0], chunk * in_size);
+		if (!ret && op == RBLN_OP_EW_BINARY)
+			ret = rbln_emu_read(job->ctx, b + done * in_size, buf[1], chunk * in_size);
+		if (ret)
+			return ret;
+
+		kernel_fpu_begin();
+		switch (op) {
+		case RBLN_OP_EW_UNARY:
+			rbln_alu_unary(sub, dtype, buf[0], buf[2], chunk);
+			break;
+		case RBLN_OP_EW_BINARY:
+			rbln_alu_binary(sub, dtype, buf[0], buf[1], buf[2], chunk);
+			break;
+		case RBLN_OP_EW_SCALAR:
+			rbln_alu_scalar(sub, dtype, buf[0], scalar, buf[2], chunk);
+			break;
+		default:
+			rbln_alu_cast(dtype, out_dtype, buf[0], buf[2], chunk);
+			break;
+		}
+		kernel_fpu_end();
+
+		ret = rbln_emu_write(job->ctx, dst + done * out_size, buf[2], chunk * out_size) ?:
+		      rbln_emu_check_abort(job);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int rbln_emu_reduce(struct rbln_emu_job *job, const struct rbln_pkt_reduce *p)
+{
+	u32 dtype = RBLN_PKT_DTYPE(p->header), op = RBLN_PKT_SUB(p->header);
+	unsigned int size = rbln_alu_dtype_size(dtype);
+	u64 rows = p->rows, cols = p->cols, r, done, chunk;
+	struct rbln_alu_acc acc;
+	void **buf = job->ring->buf;
+	int ret;
+
+	if (p->reserved || op > RBLN_REDUCE_MAX)
+		return RBLN_FAULT_MALFORMED;
+	ret = rbln_emu_check_operand(p->src, rows * cols, dtype) ?:
+	      rbln_emu_check_operand(p->dst, rows, dtype);
+	if (ret)
+		return ret;
+
+	for (r = 0; r < rows; r++) {
+		kernel_fpu_begin();
+		rbln_alu_reduce_init(op, dtype, &acc);
+		kernel_fpu_end();
+		for (done = 0; done < cols; done += chunk) {
+			chunk = min_t(u64, cols - done, RBLN_EMU_BUF_BYTES / size);
+			ret = rbln_emu_read(job->ctx, p->src + (r * cols + done) * size, buf[0],
+					    chunk * size);
+			if (ret)
+				return ret;
+			kernel_fpu_begin();
+			rbln_alu_reduce_step(op, dtype, &acc, buf[0], chunk);
+			kernel_fpu_end();
+		}
+		kernel_fpu_begin();
+		rbln_alu_reduce_finish(op, dtype, &acc, buf[2]);
+		kernel_fpu_end();
+		ret = rbln_emu_write(job->ctx, p->dst + r * size, buf[2], size) ?:
+		      rbln_emu_check_abort(job);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * Gathers the @rows x @cols block at (@r0, @c0) of a logical row-major
+ * matrix into @tile (row stride @cols). The matrix is stored at @base with
+ * leading dimension @ld, transposed when @trans: element (r, c) is then at
+ * (c, r) of the storage.
+ */
+static int rbln_emu_gather(struct rbln_emu_job *job, void *tile, u64 base, u32 ld, bool trans,
+			   u32 r0, u32 c0, u32 rows, u32 cols, unsigned int size)
+{
+	u8 line[GEMM_TK * 4];
+	u32 i, j;
+	int ret;
+
+	if (!trans) {
+		for (i = 0; i < rows; i++) {
+			ret = rbln_emu_read(job->ctx, base + ((u64)(r0 + i) * ld + c0) * size,
+					    tile + (u64)i * cols * size, (u64)cols * size);
+			if (ret)
+				return ret;
+		}
+		return 0;
+	}
+	/* Stored rows are the tile's columns: read each, place it across. */
+	for (j = 0; j < cols; j++) {
+		ret = rbln_emu_read(job->ctx, base + ((u64)(c0 + j) * ld + r0) * size, line,
+				    (u64)rows * size);
+		if (ret)
+			return ret;
+		for (i = 0; i < rows; i++)
+			memcpy(tile + ((u64)i * cols + j) * size, line + (u64)i * size, size);
+	}
+	return 0;
+}
+
+static int rbln_emu_gemm_block(struct rbln_emu_job *job, const struct rbln_pkt_gemm *p,
+			       u32 i0, u32 j0, u32 tm, u32 tn)
+{
+	u32 in = RBLN_PKT_DTYPE(p->header), out = RBLN_PKT_SUB(p->header);
+	unsigned int in_size = rbln_alu_dtype_size(in), out_size = rbln_alu_dtype_size(out);
+	void *a = job->ring->buf[0], *b = job->ring->buf[1], *acc = job->ring->buf[2];
+	u32 k0, tk, i;
+	int ret;
+
+	if (p->flags & RBLN_GEMM_ACCUMULATE) {
+		ret = rbln_emu_gather(job, a, p->c, p->ldc, false, i0, j0, tm, tn, out_size);
+		if (ret)
+			return ret;
+		kernel_fpu_begin();
+		rbln_alu_gemm_load(in, out, a, acc, tm * tn);
+		kernel_fpu_end();
+	} else {
+		/* All-zero bits are 0.0f and 0. */
+		memset(acc, 0, (size_t)tm * tn * 4);
+	}
+
+	for (k0 = 0; k0 < p->k; k0 += tk) {
+		tk = min_t(u32, p->k - k0, GEMM_TK);
+		ret = rbln_emu_gather(job, a, p->a, p->lda, p->flags & RBLN_GEMM_TRANS_A,
+				      i0, k0, tm, tk, in_size) ?:
+		      rbln_emu_gather(job, b, p->b, p->ldb, p->flags & RBLN_GEMM_TRANS_B,
+				      k0, j0, tk, tn, in_size);
+		if (ret)
+			return ret;
+		kernel_fpu_begin();
+		rbln_alu_gemm_tile(in, a, b, acc, tm, tn, tk);
+		kernel_fpu_end();
+	}
+
+	kernel_fpu_begin();
+	rbln_alu_gemm_store(in, out, acc, a, tm * tn);
+	kernel_fpu_end();
+	for (i = 0; i < tm; i++) {
+		ret = rbln_emu_write(job->ctx, p->c + ((u64)(i0 + i) * p->ldc + j0) * out_size,
+				     a + (u64)i * tn * out_size, (u64)tn * out_size);
+		if (ret)
+			return ret;
+	}
+	return rbln_emu_check_abort(job);
+}
+
+static int rbln_emu_gemm(struct rbln_emu_job *job, const struct rbln_pkt_gemm *p)
+{
+	u32 in = RBLN_PKT_DTYPE(p->header), out = RBLN_PKT_SUB(p->header);
+	bool ta = p->flags & RBLN_GEMM_TRANS_A, tb = p->flags & RBLN_GEMM_TRANS_B;
+	u32 i0, j0;
+	int ret;
+
+	if (p->flags & ~(RBLN_GEMM_TRANS_A | RBLN_GEMM_TRANS_B | RBLN_GEMM_ACCUMULATE) ||
+	    out >= RBLN_DTYPE_COUNT ||
+	    p->lda < (ta ? p->m : p->k) || p->ldb < (tb ? p->k : p->n) || p->ldc < p->n)
+		return RBLN_FAULT_MALFORMED;
+	if (!p->m || !p->n)
+		return 0;
+	/* Whole extents of the stored matrices, for alignment and size. */
+	ret = rbln_emu_check_operand(p->a, (u64)(ta ? p->k : p->m) * p->lda, in) ?:
+	      rbln_emu_check_operand(p->b, (u64)(tb ? p->n : p->k) * p->ldb, in) ?:
+	      rbln_emu_check_operand(p->c, (u64)p->m * p->ldc, out);
+	if (ret)
+		return ret;
+
+	for (i0 = 0; i0 < p->m; i0 += GEMM_TM) {
+		for (j0 = 0; j0 < p->n; j0 += GEMM_TN) {
+			ret = rbln_emu_gemm_block(job, p, i0, j0, min_t(u32, p->m - i0, GEMM_TM),
+						  min_t(u32, p->n - j0, GEMM_TN));
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+/* The length in bytes each opcode's packet must have, 0 for unknown. */
+static unsigned int rbln_emu_packet_size(u32 op)
+{
+	switch (op) {
+	case RBLN_OP_NOP:
+		return sizeof(struct rbln_pkt_nop);
+	case RBLN_OP_DMA_COPY:
+		return sizeof(struct rbln_pkt_dma_copy);
+	case RBLN_OP_DMA_FILL:
+		return sizeof(struct rbln_pkt_dma_fill);
+	case RBLN_OP_EW_UNARY:
+		return sizeof(struct rbln_pkt_ew_unary);
+	case RBLN_OP_EW_BINARY:
+		return sizeof(struct rbln_pkt_ew_binary);
+	case RBLN_OP_EW_SCALAR:
+		return sizeof(struct rbln_pkt_ew_scalar);
+	case RBLN_OP_CAST:
+		return sizeof(struct rbln_pkt_cast);
+	case RBLN_OP_REDUCE:
+		return sizeof(struct rbln_pkt_reduce);
+	case RBLN_OP_GEMM:
+		return sizeof(struct rbln_pkt_gemm);
+	default:
+		return 0;
+	}
+}
+
+/* Dtype and sub-operation fields each opcode allows. */
+static bool rbln_emu_fields_valid(u32 header)
+{
+	u32 op = RBLN_PKT_OP(header), dtype = RBLN_PKT_DTYPE(header), sub = RBLN_PKT_SUB(header);
+
+	switch (op) {
+	case RBLN_OP_NOP:
+	case RBLN_OP_DMA_COPY:
+	case RBLN_OP_DMA_FILL:
+		return !dtype && !sub;
+	case RBLN_OP_EW_UNARY:
+		return dtype < RBLN_DTYPE_COUNT && sub <= RBLN_UNARY_RELU;
+	case RBLN_OP_EW_BINARY:
+		return dtype < RBLN_DTYPE_COUNT && sub <= RBLN_BINARY_MIN;
+	case RBLN_OP_EW_SCALAR:
+		return dtype < RBLN_DTYPE_COUNT && sub <= RBLN_BINARY_RDIV;
+	case RBLN_OP_CAST:
+	case RBLN_OP_GEMM:
+		return dtype < RBLN_DTYPE_COUNT && sub < RBLN_DTYPE_COUNT;
+	default:
+		return dtype < RBLN_DTYPE_COUNT;
+	}
+}
+
+static int rbln_emu_packet(struct rbln_emu_job *job, const void *pkt)
+{
+	u32 header = *(const u32 *)pkt;
+
+	switch (RBLN_PKT_OP(header)) {
+	case RBLN_OP_NOP: {
+		const struct rbln_pkt_nop *p = pkt;
+
+		return p->reserved ? RBLN_FAULT_MALFORMED : 0;
+	}
+	case RBLN_OP_DMA_COPY:
+		return rbln_emu_dma_copy(job, pkt);
+	case RBLN_OP_DMA_FILL:
+		return rbln_emu_dma_fill(job, pkt);
+	case RBLN_OP_EW_UNARY:
+	case RBLN_OP_CAST: {
+		const struct rbln_pkt_ew_unary *p = pkt;
+
+		if (p->reserved)
+			return RBLN_FAULT_MALFORMED;
+		return rbln_emu_elementwise(job, header, 0, p->src, 0, p->dst, p->count);
+	}
+	case RBLN_OP_EW_BINARY: {
+		const struct rbln_pkt_ew_binary *p = pkt;
+
+		if (p->reserved)
+			return RBLN_FAULT_MALFORMED;
+		return rbln_emu_elementwise(job, header, 0, p->a, p->b, p->dst, p->count);
+	}
+	case RBLN_OP_EW_SCALAR: {
+		const struct rbln_pkt_ew_scalar *p = pkt;
+		unsigned int bits = 8 * rbln_alu_dtype_size(RBLN_PKT_DTYPE(header));
+
+		if (bits < 32 && p->scalar >> bits)
+			return RBLN_FAULT_MALFORMED;
+		return rbln_emu_elementwise(job, header, p->scalar, p->src, 0, p->dst, p->count);
+	}
+	case RBLN_OP_REDUCE:
+		return rbln_emu_reduce(job, pkt);
+	default:
+		return rbln_emu_gemm(job, pkt);
+	}
+}
+
+/**
+ * rbln_emu_exec() - run the packets of a command buffer
+ * @ring: the ring it runs on, for its scratch buffers and aborts
+ * @ctx: the submitting context's memory
+ * @seqno: the entry's seqno, for aborts
+ * @cmd_va: the command buffer's device address, for fault reports
+ * @cmd: the command buffer, copied from device memory
+ * @size: its size, a multiple of 8
+ *
+ * Return: 0, RBLN_EMU_ABORTED, or the RBLN_FAULT_* that stopped it, with
+ * the faulting address (the packet's, for a bad packet) in @ctx.
+ */
+int rbln_emu_exec(struct rbln_emu_ring *ring, struct rbln_emu_ctx *ctx, u64 seqno,
+		  u64 cmd_va, const void *cmd, u32 size)
+{
+	struct rbln_emu_job job = { .ring = ring, .ctx = ctx, .seqno = seqno };
+	u32 off = 0, header, len;
+	int ret;
+
+	while (off < size) {
+		header = *(const u32 *)(cmd + off);
+		len = RBLN_PKT_LEN8(header) * 8;
+		ctx->fault_addr = cmd_va + off;
+		if (!rbln_emu_packet_size(RBLN_PKT_OP(header)))
+			return RBLN_FAULT_ILLEGAL_OPCODE;
+		if (len != rbln_emu_packet_size(RBLN_PKT_OP(header)) || len > size - off ||
+		    !rbln_emu_fields_valid(header))
+			return RBLN_FAULT_MALFORMED;
+		ret = rbln_emu_packet(&job, cmd + off);
+		if (ret)
+			return ret;
+		off += len;
+	}
+	return 0;
+}

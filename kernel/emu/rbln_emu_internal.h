@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * rbln_emu_internal.h - the emulated NPU's own state, shared by its units
+ *
+ * Nothing outside emu/ includes this: the driver sees only rbln_hw.h.
+ */
+#ifndef __RBLN_EMU_INTERNAL_H__
+#define __RBLN_EMU_INTERNAL_H__
+
+#include <linux/device.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
+
+#include "../rbln_hw.h"
+
+#define RBLN_EMU_NUM_RINGS	4
+#define RBLN_EMU_MAX_CMD_SIZE	(256 * 1024)
+
+/* What executing a command buffer ended with, besides RBLN_FAULT_*. */
+#define RBLN_EMU_DONE		0
+#define RBLN_EMU_ABORTED	(-1)
+
+struct rbln_emu_dev;
+
+/**
+ * struct rbln_emu_ring - one command ring and its command processor
+ * @edev: the device.
+ * @index: ring number.
+ * @work: the command processor, on the device's workqueue.
+ * @wq: woken on abort, acknowledged fault and removal.
+ * @lock: protects the register state below.
+ * @base: RING_BASE, DMA address of the entries.
+ * @fence: RING_FENCE, DMA address of the fence slot.
+ * @head: RING_HEAD.
+ * @tail: RING_TAIL.
+ * @enabled: RING_ENABLE.
+ * @fault_info: RING_FAULT_INFO, RBLN_FAULT_VALID while unacknowledged.
+ * @fault_addr: RING_FAULT_ADDR.
+ * @fault_seqno: RING_FAULT_SEQNO.
+ * @abort_lo: low half of an ABORT write, until the high half comes.
+ * @abort_seqno: entry to abandon.
+ * @abort_pending: @abort_seqno is meaningful.
+ * @busy_ns: RING_BUSY_NS.
+ * @buf: scratch buffers of the command processor, RBLN_EMU_BUF_BYTES each.
+ */
+struct rbln_emu_ring {
+	struct rbln_emu_dev *edev;
+	unsigned int index;
+	struct work_struct work;
+	wait_queue_head_t wq;
+
+	spinlock_t lock; /* protects the registers */
+	u64 base;
+	u64 fence;
+	u32 head;
+	u32 tail;
+	bool enabled;
+	u32 fault_info;
+	u64 fault_addr;
+	u64 fault_seqno;
+	u32 abort_lo;
+	u64 abort_seqno;
+	bool abort_pending;
+	u64 busy_ns;
+
+	void *buf[3];
+};
+
+#define RBLN_EMU_BUF_BYTES	(16 * 1024)
+
+/**
+ * struct rbln_emu_dev - one emulated NPU
+ * @dev: its device on the rbln_emu bus; dev.id is the device's ID.
+ * @hw: what the driver holds; the register accessors.
+ * @list: link in the list of devices, under the bus lock.
+ * @mem_size: device memory capacity, bytes; fixed at creation.
+ * @present: false once removed: registers read as RBLN_REG_DEAD and the
+ *	command processors stop.
+ * @scratch: the scratch register.
+ * @ctx_table: CTX_TABLE register.
+ * @scrub_addr: SCRUB_ADDR register.
+ * @scrub_size: SCRUB_SIZE register.
+ * @inject: pending RBLN_INJECT_* test hooks.
+ * @irq_status: IRQ_STATUS register.
+ * @irq_lock: serialises interrupt delivery.
+ * @dram: device memory pages by page number, allocated on first write.
+ * @wq: runs the command processors, one work item per ring.
+ * @rings: the command rings.
+ */
+struct rbln_emu_dev {
+	struct device dev;
+	struct rbln_hw hw;
+	struct list_head list;
+	u64 mem_size;
+	bool present;
+	u32 scratch;
+	u64 ctx_table;
+	u64 scrub_addr;
+	u64 scrub_size;
+	atomic_t inject;
+	atomic_t irq_status;
+	spinlock_t irq_lock; /* serialises the driver's handler */
+	struct xarray dram;
+	struct workqueue_struct *wq;
+	struct rbln_emu_ring rings[RBLN_EMU_NUM_RINGS];
+};
+
+/* rbln_emu.c */
+struct rbln_emu_dev *rbln_emu_get_by_index(u32 index);
+void rbln_emu_raise_irq(struct rbln_emu_dev *edev, unsigned int ring);
+
+/* rbln_emu_cp.c */
+int rbln_emu_cp_init(struct rbln_emu_dev *edev);
+void rbln_emu_cp_stop(struct rbln_emu_dev *edev);
+void rbln_emu_cp_fini(struct rbln_emu_dev *edev);
+u32 rbln_emu_ring_read(struct rbln_emu_ring *ring, u32 off);
+void rbln_emu_ring_write(struct rbln_emu_ring *ring, u32 off, u32 val);
+bool rbln_emu_ring_aborted(struct rbln_emu_ring *ring, u64 seqno);
+
+/* rbln_emu_mem.c: the memory system as seen from one context */
+struct rbln_emu_ctx {
+	struct rbln_emu_dev *edev;
+	u64 root;		/* DMA address of the top-level page table */
+	u64 fault_addr;		/* set with a fault */
+};
+
+int rbln_emu_ctx_init(struct rbln_emu_ctx *ctx, struct rbln_emu_dev *edev, u32 index);
+int rbln_emu_read(struct rbln_emu_ctx *ctx, u64 va, void *buf, u64 len);
+int rbln_emu_write(struct rbln_emu_ctx *ctx, u64 va, const void *buf, u64 len);
+int rbln_emu_copy(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len);
+int rbln_emu_fill(struct rbln_emu_ctx *ctx, u64 dst, u32 pattern, u64 len);
+void rbln_emu_dram_free(struct rbln_emu_dev *edev);
+void rbln_emu_dram_scrub(struct rbln_emu_dev *edev, u64 addr, u64 size);
+void *rbln_emu_host_ptr(u64 dma_addr);
+
+/* rbln_emu_exec.c: the packets */
+int rbln_emu_exec(struct rbln_emu_ring *ring, struct rbln_emu_ctx *ctx, u64 seqno,
+		  u64 cmd_va, const void *cmd, u32 size);
+
+#endif /* __RBLN_EMU_INTERNAL_H__ */

@@ -1,0 +1,742 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_job.c - rings, queues, jobs and their fences, faults and timeouts
+ *
+ * Each hardware ring has a drm_gpu_scheduler; each queue a scheduler entity
+ * spread over all rings, so queues run concurrently and a queue's jobs run
+ * in order. A job becomes an entry on a ring with a hardware fence whose
+ * seqno the device writes back; the interrupt handler signals the fences up
+ * to that seqno. A fault fails the job with -EFAULT and bans its context; a
+ * job that outlives the scheduler timeout is abandoned on its ring and
+ * fails with -ETIMEDOUT while the ring goes on; after removal every job
+ * fails with -ENODEV.
+ */
+
+#include <linux/dma-fence-chain.h>
+#include <linux/dma-mapping.h>
+#include <linux/moduleparam.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include <drm/drm_drv.h>
+#include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_managed.h>
+#include <drm/drm_print.h>
+#include <drm/drm_syncobj.h>
+#include <drm/gpu_scheduler.h>
+
+#include <uapi/drm/rbln_accel.h>
+
+#include "rbln_drv.h"
+#include "rbln_gem.h"
+#include "rbln_hw.h"
+
+static unsigned int job_timeout_ms = 5000;
+module_param(job_timeout_ms, uint, 0444);
+MODULE_PARM_DESC(job_timeout_ms, "A job running longer is abandoned and its ring reset (default: 5000)");
+
+/**
+ * struct rbln_ring - the driver's side of one hardware ring
+ * @rdev: the device.
+ * @index: ring number.
+ * @sched: the scheduler feeding it.
+ * @entries: the ring the device reads.
+ * @entries_dma: its DMA address.
+ * @fence_slot: where the device writes the last completed seqno.
+ * @fence_dma: its DMA address.
+ * @lock: protects @tail, @seqno and @pending; the lock of its fences.
+ * @tail: next entry to write.
+ * @seqno: last seqno handed out.
+ * @context: dma-fence context of its fences.
+ * @pending: fences not yet signaled, in seqno order.
+ */
+struct rbln_ring {
+	struct rbln_device *rdev;
+	unsigned int index;
+	struct drm_gpu_scheduler sched;
+	struct rbln_ring_entry *entries;
+	dma_addr_t entries_dma;
+	u64 *fence_slot;
+	dma_addr_t fence_dma;
+	spinlock_t lock; /* protects tail, seqno, pending; the fences' lock */
+	u32 tail;
+	u64 seqno;
+	u64 context;
+	struct list_head pending;
+};
+
+/**
+ * struct rbln_fence - a job's completion on its ring
+ * @base: the fence, signaled from the interrupt handler.
+ * @link: in the ring's pending list while unsignaled.
+ * @vm: the job's context, valid until signaled (the job holds it).
+ * @slot: the ring entry, for the device's busy time.
+ */
+struct rbln_fence {
+	struct dma_fence base;
+	struct list_head link;
+	struct rbln_vm *vm;
+	u32 slot;
+};
+
+/**
+ * struct rbln_queue - a sequence of jobs
+ * @ref: held by the file's table and by a submission in progress.
+ * @entity: its scheduler entity.
+ * @lock: makes arming and pushing a job one step, as drm_sched requires.
+ */
+struct rbln_queue {
+	struct kref ref;
+	struct drm_sched_entity entity;
+	struct mutex lock; /* serialises drm_sched_job_arm() and push */
+};
+
+/**
+ * struct rbln_job - one submission
+ * @base: the scheduler's job.
+ * @vm: the context it runs in, held.
+ * @cmd_va: command buffer address.
+ * @cmd_size: command buffer size.
+ * @bos: the objects it uses, held, and their mappings held (@bos_used).
+ * @bo_count: entries of @bos.
+ * @bos_used: how many of @bos hold their mapping.
+ * @fence: its hardware fence, allocated at submission.
+ * @fence_armed: @fence was initialised by run_job and is refcounted.
+ */
+struct rbln_job {
+	struct drm_sched_job base;
+	struct rbln_vm *vm;
+	u64 cmd_va;
+	u32 cmd_size;
+	struct drm_gem_object **bos;
+	u32 bo_count;
+	u32 bos_used;
+	struct rbln_fence *fence;
+	bool fence_armed;
+};
+
+static struct rbln_job *to_rbln_job(struct drm_sched_job *job)
+{
+	return container_of(job, struct rbln_job, base);
+}
+
+static struct rbln_ring *to_rbln_ring(struct drm_gpu_scheduler *sched)
+{
+	return container_of(sched, struct rbln_ring, sched);
+}
+
+static const char *rbln_fence_driver_name(struct dma_fence *fence)
+{
+	return "rbln";
+}
+
+/* A fence may outlive its ring: name nothing the ring owns. */
+static const char *rbln_fence_timeline_name(struct dma_fence *fence)
+{
+	return "rbln-ring";
+}
+
+static const struct dma_fence_ops rbln_fence_ops = {
+	.get_driver_name = rbln_fence_driver_name,
+	.get_timeline_name = rbln_fence_timeline_name,
+};
+
+/* Signals @fence, with @error unless 0, and drops the pending list's ref. */
+static void rbln_fence_retire(struct rbln_ring *ring, struct rbln_fence *fence, int error)
+{
+	lockdep_assert_held(&ring->lock);
+
+	list_del_init(&fence->link);
+	if (error)
+		dma_fence_set_error(&fence->base, error);
+	dma_fence_signal_locked(&fence->base);
+	dma_fence_put(&fence->base);
+}
+
+static void rbln_ring_fault(struct rbln_ring *ring)
+{
+	struct rbln_hw *hw = ring->rdev->hw;
+	u32 r = ring->index, info;
+	struct rbln_fence *fence;
+	u64 seqno, addr;
+
+	info = rbln_hw_read(hw, RBLN_RING_REG(r, RBLN_RING_FAULT_INFO));
+	if (!(info & RBLN_FAULT_VALID) || info == RBLN_REG_DEAD)
+		return;
+	seqno = rbln_hw_read64(hw, RBLN_RING_REG(r, RBLN_RING_FAULT_SEQNO_LO));
+	addr = rbln_hw_read64(hw, RBLN_RING_REG(r, RBLN_RING_FAULT_ADDR_LO));
+
+	spin_lock(&ring->lock);
+	list_for_each_entry(fence, &ring->pending, link) {
+		struct rbln_vm *vm = fence->vm;
+
+		if (fence->base.seqno != seqno)
+			continue;
+		/* Jobs of a banned context already on a ring fault on its table entry. */
+		if (atomic_xchg(&vm->banned, 1)) {
+			dma_fence_set_error(&fence->base, -ECANCELED);
+			break;
+		}
+		dma_fence_set_error(&fence->base, -EFAULT);
+		WRITE_ONCE(ring->rdev->ctx_table[vm->id], 0);
+		dev_info_ratelimited(ring->rdev->drm.dev,
+				     "context %u: fault %u at %#llx; context banned\n",
+				     vm->id, RBLN_FAULT_TYPE(info), addr);
+		break;
+	}
+	spin_unlock(&ring->lock);
+	/* The device completes the entry now; its fence carries the error. */
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_FAULT_INFO), 0);
+}
+
+static void rbln_ring_complete(struct rbln_ring *ring)
+{
+	struct rbln_fence *fence, *tmp;
+	u64 done;
+
+	/* Pairs with the device's release of the fence: busy_ns is written. */
+	done = smp_load_acquire(ring->fence_slot);
+
+	spin_lock(&ring->lock);
+	list_for_each_entry_safe(fence, tmp, &ring->pending, link) {
+		if (fence->base.seqno > done)
+			break;
+		atomic64_add(READ_ONCE(ring->entries[fence->slot].busy_ns), &fence->vm->busy_ns);
+		rbln_fence_retire(ring, fence, 0);
+	}
+	spin_unlock(&ring->lock);
+}
+
+/* The device's interrupt: see what each flagged ring has to say. */
+static void rbln_irq(void *data)
+{
+	struct rbln_device *rdev = data;
+	u32 status;
+	unsigned int r;
+
+	status = rbln_hw_read(rdev->hw, RBLN_REG_IRQ_STATUS);
+	if (!status || status == RBLN_REG_DEAD)
+		return;
+	rbln_hw_write(rdev->hw, RBLN_REG_IRQ_STATUS, status);
+	for (r = 0; r < rdev->num_rings; r++) {
+		if (!(status & BIT(r)))
+			continue;
+		rbln_ring_fault(&rdev->rings[r]);
+		rbln_ring_complete(&rdev->rings[r]);
+	}
+}
+
+static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
+{
+	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
+	struct rbln_job *job = to_rbln_job(sched_job);
+	struct rbln_device *rdev = ring->rdev;
+	struct rbln_fence *fence = job->fence;
+	struct rbln_ring_entry *entry;
+	u32 slot, tail;
+	int idx;
+
+	if (atomic_read(&job->vm->banned))
+		return ERR_PTR(-ECANCELED);
+	if (!drm_dev_enter(&rdev->drm, &idx))
+		return ERR_PTR(-ENODEV);
+
+	spin_lock(&ring->lock);
+	slot = ring->tail;
+	dma_fence_init(&fence->base, &rbln_fence_ops, &ring->lock, ring->context,
+		       ++ring->seqno);
+	job->fence_armed = true;
+	fence->vm = job->vm;
+	fence->slot = slot;
+	entry = &ring->entries[slot];
+	entry->cmd_va = job->cmd_va;
+	entry->cmd_size = job->cmd_size;
+	entry->ctx = job->vm->id;
+	entry->seqno = fence->base.seqno;
+	entry->busy_ns = 0;
+	list_add_tail(&fence->link, &ring->pending);
+	dma_fence_get(&fence->base);
+	tail = (slot + 1) % RBLN_RING_ENTRIES;
+	ring->tail = tail;
+	spin_unlock(&ring->lock);
+
+	/* Order the entry's stores before the doorbell that makes the device read it. */
+	dma_wmb();
+	rbln_hw_write(rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_TAIL), tail);
+	drm_dev_exit(idx);
+
+	return dma_fence_get(&fence->base);
+}
+
+static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job)
+{
+	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
+	struct rbln_job *job = to_rbln_job(sched_job);
+	struct rbln_device *rdev = ring->rdev;
+	struct rbln_fence *fence = job->fence;
+	char ring_env[16], *envp[] = { "RESET=1", ring_env, NULL };
+	int idx;
+
+	if (!drm_dev_enter(&rdev->drm, &idx))
+		return DRM_GPU_SCHED_STAT_ENODEV;
+
+	/* The scheduler took the job off its list: it is ours to free. */
+	ring->sched.free_guilty = true;
+	if (dma_fence_is_signaled(&fence->base)) {
+		drm_dev_exit(idx);
+		return DRM_GPU_SCHED_STAT_NOMINAL;
+	}
+
+	/* Abandon the entry on the device; the rest of the ring goes on. */
+	rbln_hw_write(rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_ABORT_LO),
+		      lower_32_bits(fence->base.seqno));
+	rbln_hw_write(rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_ABORT_HI),
+		      upper_32_bits(fence->base.seqno));
+	spin_lock(&ring->lock);
+	if (!list_empty(&fence->link))
+		rbln_fence_retire(ring, fence, -ETIMEDOUT);
+	spin_unlock(&ring->lock);
+
+	atomic_inc(&rdev->reset_count);
+	drm_warn(&rdev->drm, "ring %u: job %llu of context %u timed out; ring reset\n",
+		 ring->index, fence->base.seqno, job->vm->id);
+	snprintf(ring_env, sizeof(ring_env), "RING=%u", ring->index);
+	kobject_uevent_env(&rdev->drm.accel->kdev->kobj, KOBJ_CHANGE, envp);
+	drm_dev_exit(idx);
+	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
+
+static void rbln_job_free(struct rbln_job *job)
+{
+	u32 i;
+
+	/* A failed lookup leaves the entries after the unknown handle NULL. */
+	for (i = 0; i < job->bo_count && job->bos[i]; i++) {
+		if (i < job->bos_used)
+			rbln_vm_unmap(job->vm, to_rbln_bo(job->bos[i]));
+		drm_gem_object_put(job->bos[i]);
+	}
+	kvfree(job->bos);
+	if (job->fence_armed)
+		dma_fence_put(&job->fence->base);
+	else
+		kfree(job->fence);
+	if (atomic_dec_and_test(&job->vm->jobs))
+		wake_up_all(&job->vm->jobs_done);
+	rbln_vm_put(job->vm);
+	kfree(job);
+}
+
+static void rbln_free_job(struct drm_sched_job *sched_job)
+{
+	struct rbln_job *job = to_rbln_job(sched_job);
+
+	drm_sched_job_cleanup(sched_job);
+	rbln_job_free(job);
+}
+
+static const struct drm_sched_backend_ops rbln_sched_ops = {
+	.run_job = rbln_run_job,
+	.timedout_job = rbln_timedout_job,
+	.free_job = rbln_free_job,
+};
+
+static void rbln_job_fini(struct drm_device *drm, void *arg)
+{
+	struct rbln_device *rdev = to_rbln_device(drm);
+	unsigned int r;
+
+	for (r = 0; r < rdev->num_rings; r++) {
+		struct rbln_ring *ring = &rdev->rings[r];
+
+		if (ring->sched.ops)
+			drm_sched_fini(&ring->sched);
+		if (ring->entries)
+			dma_free_coherent(rdev->hw->dma_dev,
+					  RBLN_RING_ENTRIES * sizeof(*ring->entries),
+					  ring->entries, ring->entries_dma);
+		if (ring->fence_slot)
+			dma_free_coherent(rdev->hw->dma_dev, sizeof(u64), ring->fence_slot,
+					  ring->fence_dma);
+	}
+}
+
+static int rbln_ring_init(struct rbln_device *rdev, struct rbln_ring *ring, unsigned int r)
+{
+	struct drm_sched_init_args args = {
+		.ops = &rbln_sched_ops,
+		.num_rqs = DRM_SCHED_PRIORITY_COUNT,
+		.credit_limit = RBLN_RING_ENTRIES - 1,
+		.timeout = msecs_to_jiffies(job_timeout_ms),
+		.name = "rbln",
+		.dev = rdev->drm.dev,
+	};
+	struct rbln_hw *hw = rdev->hw;
+	int ret;
+
+	ring->rdev = rdev;
+	ring->index = r;
+	spin_lock_init(&ring->lock);
+	INIT_LIST_HEAD(&ring->pending);
+	ring->context = dma_fence_context_alloc(1);
+
+	ring->entries = dma_alloc_coherent(hw->dma_dev, RBLN_RING_ENTRIES * sizeof(*ring->entries),
+					   &ring->entries_dma, GFP_KERNEL);
+	ring->fence_slot = dma_alloc_coherent(hw->dma_dev, sizeof(u64), &ring->fence_dma,
+					      GFP_KERNEL);
+	if (!ring->entries || !ring->fence_slot)
+		return -ENOMEM;
+
+	ret = drm_sched_init(&ring->sched, &args);
+	if (ret) {
+		ring->sched.ops = NULL;
+		return ret;
+	}
+
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_BASE_LO), lower_32_bits(ring->entries_dma));
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_BASE_HI), upper_32_bits(ring->entries_dma));
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_FENCE_LO), lower_32_bits(ring->fence_dma));
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_FENCE_HI), upper_32_bits(ring->fence_dma));
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_TAIL), 0);
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_ENABLE), 1);
+	return 0;
+}
+
+/**
+ * rbln_job_init() - bring up the rings of a device
+ * @rdev: the device, identified
+ *
+ * Torn down with the DRM device, after every file is closed.
+ *
+ * Return: 0 or a negative errno.
+ */
+int rbln_job_init(struct rbln_device *rdev)
+{
+	unsigned int r;
+	int ret;
+
+	rdev->rings = drmm_kcalloc(&rdev->drm, rdev->num_rings, sizeof(*rdev->rings),
+				   GFP_KERNEL);
+	/* Entities keep a pointer to the list: it lives with the device. */
+	rdev->scheds = drmm_kcalloc(&rdev->drm, rdev->num_rings, sizeof(*rdev->scheds),
+				    GFP_KERNEL);
+	if (!rdev->rings || !rdev->scheds)
+		return -ENOMEM;
+	ret = drmm_add_action(&rdev->drm, rbln_job_fini, NULL);
+	if (ret)
+		return ret;
+
+	rdev->hw->irq_data = rdev;
+	rdev->hw->irq = rbln_irq;
+	for (r = 0; r < rdev->num_rings; r++) {
+		ret = rbln_ring_init(rdev, &rdev->rings[r], r);
+		if (ret)
+			return ret;
+		rdev->scheds[r] = &rdev->rings[r].sched;
+	}
+	return 0;
+}
+
+/**
+ * rbln_job_unplug() - fail every job in flight: the device is gone
+ * @rdev: the device, after drm_dev_unplug()
+ *
+ * Jobs still queued fail in run_job; nothing waits for the device again.
+ */
+void rbln_job_unplug(struct rbln_device *rdev)
+{
+	struct rbln_fence *fence, *tmp;
+	unsigned int r;
+
+	for (r = 0; r < rdev->num_rings; r++) {
+		struct rbln_ring *ring = &rdev->rings[r];
+
+		spin_lock(&ring->lock);
+		list_for_each_entry_safe(fence, tmp, &ring->pending, link)
+			rbln_fence_retire(ring, fence, -ENODEV);
+		spin_unlock(&ring->lock);
+	}
+}
+
+/**
+ * rbln_ring_busy_ns() - time the device spent executing, all rings
+ * @rdev: the device
+ *
+ * Return: nanoseconds since the device came up.
+ */
+u64 rbln_ring_busy_ns(struct rbln_device *rdev)
+{
+	unsigned int r;
+	u64 sum = 0;
+	int idx;
+
+	if (!drm_dev_enter(&rdev->drm, &idx))
+		return 0;
+	for (r = 0; r < rdev->num_rings; r++)
+		sum += rbln_hw_read64(rdev->hw, RBLN_RING_REG(r, RBLN_RING_BUSY_NS_LO));
+	drm_dev_exit(idx);
+	return sum;
+}
+
+/* --- queues ------------------------------------------------------------------ */
+
+static void rbln_queue_release(struct kref *ref)
+{
+	struct rbln_queue *queue = container_of(ref, struct rbln_queue, ref);
+
+	/* Jobs already queued run, or fail if the device is gone. */
+	drm_sched_entity_destroy(&queue->entity);
+	mutex_destroy(&queue->lock);
+	kfree(queue);
+}
+
+static void rbln_queue_put(struct rbln_queue *queue)
+{
+	kref_put(&queue->ref, rbln_queue_release);
+}
+
+int rbln_queue_create_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	static const enum drm_sched_priority prio[] = {
+		[RBLN_QUEUE_PRIORITY_LOW] = DRM_SCHED_PRIORITY_LOW,
+		[RBLN_QUEUE_PRIORITY_NORMAL] = DRM_SCHED_PRIORITY_NORMAL,
+		[RBLN_QUEUE_PRIORITY_HIGH] = DRM_SCHED_PRIORITY_HIGH,
+	};
+	struct rbln_device *rdev = to_rbln_device(drm);
+	struct rbln_file *rfile = to_rbln_file(file);
+	struct drm_rbln_queue_create *args = data;
+	struct rbln_queue *queue;
+	int ret;
+
+	if (args->priority > RBLN_QUEUE_PRIORITY_HIGH)
+		return -EINVAL;
+	if (args->priority == RBLN_QUEUE_PRIORITY_HIGH && !capable(CAP_SYS_NICE))
+		return -EACCES;
+
+	queue = kzalloc(sizeof(*queue), GFP_KERNEL);
+	if (!queue)
+		return -ENOMEM;
+	kref_init(&queue->ref);
+	mutex_init(&queue->lock);
+	ret = drm_sched_entity_init(&queue->entity, prio[args->priority], rdev->scheds,
+				    rdev->num_rings, NULL);
+	if (ret)
+		goto err_free;
+
+	ret = xa_alloc(&rfile->queues, &args->queue_id, queue,
+		       XA_LIMIT(1, RBLN_MAX_QUEUES), GFP_KERNEL);
+	if (ret)
+		goto err_entity;
+	return 0;
+
+err_entity:
+	drm_sched_entity_destroy(&queue->entity);
+err_free:
+	mutex_destroy(&queue->lock);
+	kfree(queue);
+	return ret == -EBUSY ? -ENOSPC : ret;
+}
+
+int rbln_queue_destroy_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct drm_rbln_queue_destroy *args = data;
+	struct rbln_queue *queue;
+
+	if (args->pad)
+		return -EINVAL;
+	queue = xa_erase(&to_rbln_file(file)->queues, args->queue_id);
+	if (!queue)
+		return -ENOENT;
+	rbln_queue_put(queue);
+	return 0;
+}
+
+/**
+ * rbln_queues_destroy() - destroy every queue of a closing file, wait for
+ * its jobs
+ * @rfile: the file
+ *
+ * Closing returns once the context's jobs are done and freed, so that what
+ * they held is released with the file: a job ends at the latest with the
+ * scheduler timeout, a queued one is killed when its queue goes.
+ */
+void rbln_queues_destroy(struct rbln_file *rfile)
+{
+	struct rbln_queue *queue;
+	unsigned long id;
+
+	xa_for_each(&rfile->queues, id, queue) {
+		xa_erase(&rfile->queues, id);
+		rbln_queue_put(queue);
+	}
+	xa_destroy(&rfile->queues);
+	wait_event(rfile->vm->jobs_done, !atomic_read(&rfile->vm->jobs));
+}
+
+static struct rbln_queue *rbln_queue_get(struct rbln_file *rfile, u32 id)
+{
+	struct rbln_queue *queue;
+
+	xa_lock(&rfile->queues);
+	queue = xa_load(&rfile->queues, id);
+	if (queue)
+		kref_get(&queue->ref);
+	xa_unlock(&rfile->queues);
+	return queue;
+}
+
+/* --- submission ---------------------------------------------------------------- */
+
+static int rbln_job_add_waits(struct rbln_job *job, struct drm_file *file,
+			      u64 waits, u32 count)
+{
+	struct drm_rbln_sync wait;
+	struct dma_fence *fence;
+	u32 i;
+	int ret;
+
+	for (i = 0; i < count; i++) {
+		if (copy_from_user(&wait, u64_to_user_ptr(waits) + i * sizeof(wait),
+				   sizeof(wait)))
+			return -EFAULT;
+		if (wait.pad)
+			return -EINVAL;
+		/* Not drm_sched_job_add_syncobj_dependency(): it takes a 32-bit point. */
+		ret = drm_syncobj_find_fence(file, wait.handle, wait.point, 0, &fence);
+		if (ret)
+			return ret;
+		ret = drm_sched_job_add_dependency(&job->base, fence);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int rbln_submit_check(struct rbln_device *rdev, struct drm_rbln_submit *args)
+{
+	if (args->flags || args->pad || args->signal.pad)
+		return -EINVAL;
+	if (!args->cmd_size || args->cmd_size % 8 || args->cmd_va % 8 ||
+	    args->cmd_size > rdev->max_cmd_size)
+		return -EINVAL;
+	if (args->bo_count > RBLN_SUBMIT_MAX_BOS || args->wait_count > RBLN_SUBMIT_MAX_WAITS)
+		return -E2BIG;
+	return 0;
+}
+
+int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct rbln_device *rdev = to_rbln_device(drm);
+	struct rbln_file *rfile = to_rbln_file(file);
+	struct drm_rbln_submit *args = data;
+	struct dma_fence_chain *chain = NULL;
+	struct drm_syncobj *signal = NULL;
+	struct rbln_queue *queue;
+	struct dma_fence *done;
+	struct rbln_job *job;
+	int ret;
+	u32 i;
+
+	ret = rbln_submit_check(rdev, args);
+	if (ret)
+		return ret;
+	if (atomic_read(&rfile->vm->banned))
+		return -ECANCELED;
+	queue = rbln_queue_get(rfile, args->queue_id);
+	if (!queue)
+		return -ENOENT;
+
+	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	if (job)
+		job->fence = kzalloc(sizeof(*job->fence), GFP_KERNEL);
+	if (!job || !job->fence) {
+		kfree(job);
+		ret = -ENOMEM;
+		goto out_queue;
+	}
+	INIT_LIST_HEAD(&job->fence->link);
+	job->vm = rbln_vm_get(rfile->vm);
+	atomic_inc(&job->vm->jobs);
+	job->cmd_va = args->cmd_va;
+	job->cmd_size = args->cmd_size;
+
+	if (args->bo_count) {
+		ret = drm_gem_objects_lookup(file, u64_to_user_ptr(args->bo_handles),
+					     args->bo_count, &job->bos);
+		if (job->bos)
+			job->bo_count = args->bo_count;
+		if (ret)
+			goto err_job;
+	}
+	for (i = 0; i < job->bo_count; i++) {
+		ret = rbln_vm_use(job->vm, to_rbln_bo(job->bos[i]));
+		if (ret)
+			goto err_job;
+		job->bos_used++;
+	}
+
+	if (args->signal.handle) {
+		signal = drm_syncobj_find(file, args->signal.handle);
+		if (!signal) {
+			ret = -ENOENT;
+			goto err_job;
+		}
+		if (args->signal.point) {
+			chain = dma_fence_chain_alloc();
+			if (!chain) {
+				ret = -ENOMEM;
+				goto err_job;
+			}
+		}
+	}
+
+	ret = drm_sched_job_init(&job->base, &queue->entity, 1, job->vm, file->client_id);
+	if (ret)
+		goto err_job;
+	ret = rbln_job_add_waits(job, file, args->waits, args->wait_count);
+	if (ret) {
+		drm_sched_job_cleanup(&job->base);
+		goto err_job;
+	}
+
+	mutex_lock(&queue->lock);
+	drm_sched_job_arm(&job->base);
+	done = dma_fence_get(&job->base.s_fence->finished);
+	drm_sched_entity_push_job(&job->base);
+	mutex_unlock(&queue->lock);
+
+	if (signal) {
+		if (chain)
+			drm_syncobj_add_point(signal, chain, done, args->signal.point);
+		else
+			drm_syncobj_replace_fence(signal, done);
+		drm_syncobj_put(signal);
+	}
+	dma_fence_put(done);
+	rbln_queue_put(queue);
+	return 0;
+
+err_job:
+	dma_fence_chain_free(chain);
+	if (signal)
+		drm_syncobj_put(signal);
+	rbln_job_free(job);
+out_queue:
+	rbln_queue_put(queue);
+	return ret;
+}
+
+/**
+ * rbln_job_show_fdinfo() - the engine keys of a file's fdinfo
+ * @p: where to print
+ * @file: the file
+ */
+void rbln_job_show_fdinfo(struct drm_printer *p, struct drm_file *file)
+{
+	struct rbln_device *rdev = to_rbln_device(file->minor->dev);
+	struct rbln_vm *vm = to_rbln_file(file)->vm;
+
+	drm_printf(p, "drm-engine-npu:\t%llu ns\n", (u64)atomic64_read(&vm->busy_ns));
+	drm_printf(p, "drm-engine-capacity-npu:\t%u\n", rdev->num_rings);
+}
