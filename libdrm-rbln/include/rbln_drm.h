@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "rbln_accel.h"
+#include "rbln_isa.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,6 +121,82 @@ int rbln_drm_bo_import(struct rbln_drm_device *dev, int fd, uint32_t *handle);
  */
 int rbln_drm_bo_mmap(struct rbln_drm_device *dev, uint32_t handle, int prot,
 		     void **ptr, uint64_t *size);
+
+/*
+ * rbln_drm_queue_create - DRM_IOCTL_RBLN_QUEUE_CREATE
+ *
+ * @priority is RBLN_QUEUE_PRIORITY_LOW, _NORMAL or _HIGH (which needs
+ * CAP_SYS_NICE).
+ */
+int rbln_drm_queue_create(struct rbln_drm_device *dev, uint32_t priority,
+			  uint32_t *queue_id);
+
+/* rbln_drm_queue_destroy - DRM_IOCTL_RBLN_QUEUE_DESTROY */
+int rbln_drm_queue_destroy(struct rbln_drm_device *dev, uint32_t queue_id);
+
+/*
+ * rbln_drm_submit - DRM_IOCTL_RBLN_SUBMIT
+ *
+ * Runs the command buffer at @cmd_va (@cmd_size bytes) on @queue_id once
+ * every wait is signaled, holding the @bo_count objects of @bos, and
+ * signals @signal (may be NULL) when it is done. Wait with libdrm's
+ * drmSyncobjWait()/drmSyncobjTimelineWait() on rbln_drm_fd(dev); the
+ * outcome is rbln_drm_fence_status().
+ */
+int rbln_drm_submit(struct rbln_drm_device *dev, uint32_t queue_id,
+		    uint64_t cmd_va, uint32_t cmd_size,
+		    const uint32_t *bos, uint32_t bo_count,
+		    const struct drm_rbln_sync *waits, uint32_t wait_count,
+		    const struct drm_rbln_sync *signal);
+
+/*
+ * rbln_drm_fence_status - how the fence at @point of syncobj @handle ended
+ *
+ * Returns 1 when it signaled without error, 0 while it is pending, or the
+ * job's negative errno (-EFAULT: fault, -ETIMEDOUT: hang, -ECANCELED:
+ * context banned, -ENODEV: device removed). Other negative errnos are
+ * errors of the query itself.
+ */
+int rbln_drm_fence_status(struct rbln_drm_device *dev, uint32_t handle,
+			  uint64_t point, int *status);
+
+/*
+ * The command encoder: packets of rbln_isa.h written into a caller's
+ * buffer, typically a mapped HOST object. Each rbln_drm_cmd_*() appends one
+ * packet and returns 0, -ENOSPC when the buffer is full (nothing written)
+ * or -EINVAL for an operation or dtype the ISA does not have.
+ */
+struct rbln_drm_cmd {
+	void *buf;
+	uint32_t cap;	/* bytes */
+	uint32_t len;	/* bytes written */
+};
+
+void rbln_drm_cmd_init(struct rbln_drm_cmd *cmd, void *buf, uint32_t cap);
+int rbln_drm_cmd_nop(struct rbln_drm_cmd *cmd);
+int rbln_drm_cmd_dma_copy(struct rbln_drm_cmd *cmd, uint64_t dst, uint64_t src,
+			  uint64_t bytes);
+int rbln_drm_cmd_dma_fill(struct rbln_drm_cmd *cmd, uint64_t dst, uint32_t pattern,
+			  uint64_t bytes);
+int rbln_drm_cmd_unary(struct rbln_drm_cmd *cmd, uint32_t op, uint32_t dtype,
+		       uint64_t dst, uint64_t src, uint64_t count);
+int rbln_drm_cmd_binary(struct rbln_drm_cmd *cmd, uint32_t op, uint32_t dtype,
+			uint64_t dst, uint64_t a, uint64_t b, uint64_t count);
+int rbln_drm_cmd_scalar(struct rbln_drm_cmd *cmd, uint32_t op, uint32_t dtype,
+			uint64_t dst, uint64_t src, uint32_t scalar, uint64_t count);
+int rbln_drm_cmd_cast(struct rbln_drm_cmd *cmd, uint32_t dst_dtype, uint32_t src_dtype,
+		      uint64_t dst, uint64_t src, uint64_t count);
+int rbln_drm_cmd_reduce(struct rbln_drm_cmd *cmd, uint32_t op, uint32_t dtype,
+			uint64_t dst, uint64_t src, uint32_t rows, uint32_t cols);
+
+/* C (m x n, @out dtype) = A (m x k) B (k x n) in @in dtype; RBLN_GEMM_* flags. */
+struct rbln_drm_gemm {
+	uint32_t in, out, flags;
+	uint64_t a, b, c;
+	uint32_t m, n, k, lda, ldb, ldc;
+};
+
+int rbln_drm_cmd_gemm(struct rbln_drm_cmd *cmd, const struct rbln_drm_gemm *gemm);
 
 #ifdef __cplusplus
 }
