@@ -110,12 +110,15 @@ TEST_F(fdinfo, keys_follow_the_spec)
 	static const char *const regions[] = { "device", "host" };
 	static const char *const stats[] = { "total", "shared", "active", "resident" };
 	struct fdinfo info;
-	regex_t mem_key;
+	regex_t mem_key, engine_key, capacity_key;
 	unsigned int r, s;
 	int i;
 
 	ASSERT_EQ(0, regcomp(&mem_key,
 			     "^drm-(total|shared|active|resident|purgeable)-[a-z0-9_]+$",
+			     REG_EXTENDED | REG_NOSUB));
+	ASSERT_EQ(0, regcomp(&engine_key, "^drm-engine-[a-z0-9_]+$", REG_EXTENDED | REG_NOSUB));
+	ASSERT_EQ(0, regcomp(&capacity_key, "^drm-engine-capacity-[a-z0-9_]+$",
 			     REG_EXTENDED | REG_NOSUB));
 	ASSERT_EQ(0, read_fdinfo(self->fd, &info));
 	for (i = 0; i < info.n; i++) {
@@ -127,14 +130,27 @@ TEST_F(fdinfo, keys_follow_the_spec)
 			EXPECT_TRUE(isdigit((unsigned char)v[0])) TH_LOG("%s: %s", k, v);
 		} else if (!regexec(&mem_key, k, 0, NULL, 0)) {
 			EXPECT_GE(bytes(v), 0) TH_LOG("%s: '%s' is not a size", k, v);
+		} else if (!regexec(&capacity_key, k, 0, NULL, 0)) {
+			EXPECT_TRUE(isdigit((unsigned char)v[0]) && !v[strspn(v, "0123456789")])
+				TH_LOG("%s: '%s' is not a count", k, v);
+		} else if (!regexec(&engine_key, k, 0, NULL, 0)) {
+			unsigned long long ns;
+			char unit[4] = "";
+
+			EXPECT_EQ(2, sscanf(v, "%llu %3s", &ns, unit)) TH_LOG("%s: '%s'", k, v);
+			EXPECT_STREQ("ns", unit);
 		} else {
 			EXPECT_TRUE(0) TH_LOG("key %s is not in the spec", k);
 		}
 	}
 	regfree(&mem_key);
+	regfree(&engine_key);
+	regfree(&capacity_key);
 
 	EXPECT_NE(NULL, get(&info, "drm-driver"));
 	EXPECT_NE(NULL, get(&info, "drm-client-id"));
+	EXPECT_STREQ("0 ns", get(&info, "drm-engine-npu"));
+	EXPECT_NE(NULL, get(&info, "drm-engine-capacity-npu"));
 	for (r = 0; r < 2; r++) {
 		for (s = 0; s < 4; s++) {
 			char key[64];

@@ -109,7 +109,7 @@ TEST_F(param, device_memory_used)
 TEST_F(param, unknown_param)
 {
 	static const uint32_t bad[] = {
-		RBLN_PARAM_DEVICE_MEMORY_USED + 1, 64, INT_MAX, UINT_MAX,
+		RBLN_PARAM_RESET_COUNT + 1, 64, INT_MAX, UINT_MAX,
 	};
 	struct drm_rbln_get_param arg;
 	unsigned int i;

@@ -15,7 +15,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/mman.h>
+#include <time.h>
+
 #include <rbln_drm.h>
+#include <xf86drm.h>
+
+/* An absolute CLOCK_MONOTONIC deadline @ms from now, for drmSyncobjWait. */
+static inline int64_t rbln_test_deadline_ns(int ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (int64_t)ms * 1000000;
+}
 
 #define RBLN_EMU_BUS		"/sys/bus/rbln_emu"
 #define RBLN_MODULE_PARAMS	"/sys/module/rbln/parameters"
@@ -123,6 +136,72 @@ static inline int rbln_emu_open(unsigned int id, struct rbln_drm_device **dev)
 	int minor = rbln_emu_minor(id);
 
 	return minor < 0 ? -ENODEV : rbln_drm_open(minor, dev);
+}
+
+/* A buffer object with its address and, for HOST objects, its mapping. */
+struct rbln_test_buf {
+	uint32_t handle;
+	uint64_t va;
+	uint64_t size;
+	void *cpu;
+};
+
+static inline int rbln_test_buf_new(struct rbln_drm_device *dev, uint64_t size,
+				    uint32_t placement, uint32_t flags,
+				    struct rbln_test_buf *b)
+{
+	int ret;
+
+	memset(b, 0, sizeof(*b));
+	ret = rbln_drm_bo_create(dev, size, placement, flags, &b->handle, &b->va);
+	if (ret || placement != RBLN_BO_HOST)
+		return ret;
+	return rbln_drm_bo_mmap(dev, b->handle, PROT_READ | PROT_WRITE, &b->cpu, &b->size);
+}
+
+static inline void rbln_test_buf_free(struct rbln_drm_device *dev, struct rbln_test_buf *b)
+{
+	struct rbln_drm_bo_info info;
+
+	if (b->cpu && !rbln_drm_bo_info(dev, b->handle, &info))
+		munmap(b->cpu, info.size);
+	rbln_drm_bo_close(dev, b->handle);
+	memset(b, 0, sizeof(*b));
+}
+
+/*
+ * Submits the @cmd_len bytes already encoded in @cmd (a HOST buffer) on
+ * @queue with the @n objects of @bos plus @cmd itself, waits up to
+ * @timeout_ms and returns rbln_drm_fence_status()'s status: 1 for success,
+ * the job's -errno, or 0 if it did not finish in time. A submission error
+ * is returned as is, below -1000 so it cannot be mistaken: -1000 - errno.
+ */
+static inline int rbln_test_run(struct rbln_drm_device *dev, uint32_t queue,
+				struct rbln_test_buf *cmd, uint32_t cmd_len,
+				const uint32_t *bos, uint32_t n, int timeout_ms)
+{
+	struct drm_rbln_sync signal = { 0 };
+	uint32_t all[64];
+	int ret, status = 0;
+	uint32_t i;
+
+	if (n >= 64)
+		return -1000 - E2BIG;
+	for (i = 0; i < n; i++)
+		all[i] = bos[i];
+	all[n] = cmd->handle;
+	if (drmSyncobjCreate(rbln_drm_fd(dev), 0, &signal.handle))
+		return -1000 - errno;
+	ret = rbln_drm_submit(dev, queue, cmd->va, cmd_len, all, n + 1, NULL, 0, &signal);
+	if (ret) {
+		drmSyncobjDestroy(rbln_drm_fd(dev), signal.handle);
+		return -1000 + ret;
+	}
+	drmSyncobjWait(rbln_drm_fd(dev), &signal.handle, 1,
+		       rbln_test_deadline_ns(timeout_ms), 0, NULL);
+	ret = rbln_drm_fence_status(dev, signal.handle, 0, &status);
+	drmSyncobjDestroy(rbln_drm_fd(dev), signal.handle);
+	return ret ? -1000 + ret : status;
 }
 
 #endif /* RBLN_TEST_H */

@@ -1,0 +1,399 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_recovery - faults, hangs, injected errors and hot-unplug: the guilty
+ * job fails with the right error, its context is banned where it should
+ * be, and every other context's results stay exact
+ *
+ * Run with emu_devices>=1 and job_timeout_ms=500.
+ */
+
+#include <linux/netlink.h>
+#include <linux/sync_file.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include "kselftest_harness.h"
+#include "rbln_test.h"
+
+#define MIB		(1u << 20)
+#define HOT_ID		9
+
+/* One context with a queue, a command buffer and a scratch device buffer. */
+struct ctx {
+	struct rbln_drm_device *dev;
+	uint32_t queue;
+	struct rbln_test_buf cmd, mem, out;
+};
+
+static int ctx_open(struct ctx *x, unsigned int emu_id)
+{
+	return rbln_emu_open(emu_id, &x->dev) ?:
+	       rbln_drm_queue_create(x->dev, RBLN_QUEUE_PRIORITY_NORMAL, &x->queue) ?:
+	       rbln_test_buf_new(x->dev, 64 * 1024, RBLN_BO_HOST, 0, &x->cmd) ?:
+	       rbln_test_buf_new(x->dev, MIB, RBLN_BO_DEVICE, 0, &x->mem) ?:
+	       rbln_test_buf_new(x->dev, 4096, RBLN_BO_HOST, 0, &x->out);
+}
+
+/* CPU mappings hold the file open: they go first. */
+static void ctx_close(struct ctx *x)
+{
+	rbln_test_buf_free(x->dev, &x->cmd);
+	rbln_test_buf_free(x->dev, &x->mem);
+	rbln_test_buf_free(x->dev, &x->out);
+	rbln_drm_close(x->dev);
+}
+
+static int ctx_run(struct ctx *x, uint32_t len)
+{
+	uint32_t bos[2] = { x->mem.handle, x->out.handle };
+
+	return rbln_test_run(x->dev, x->queue, &x->cmd, len, bos, 2, 10000);
+}
+
+/* A job whose result proves the context works: fill, then copy out. */
+static int ctx_check(struct ctx *x, uint32_t pattern)
+{
+	struct rbln_drm_cmd c;
+	uint32_t *o = x->out.cpu;
+	int ret;
+
+	rbln_drm_cmd_init(&c, x->cmd.cpu, x->cmd.size);
+	rbln_drm_cmd_dma_fill(&c, x->mem.va, pattern, MIB);
+	rbln_drm_cmd_dma_copy(&c, x->out.va, x->mem.va + MIB - 4096, 4096);
+	ret = ctx_run(x, c.len);
+	if (ret != 1)
+		return ret;
+	return o[0] == pattern && o[1023] == pattern ? 1 : -1;
+}
+
+/* Runs the raw packet words @pkt (@len bytes) in @x. */
+static int ctx_run_raw(struct ctx *x, const void *pkt, uint32_t len)
+{
+	memcpy(x->cmd.cpu, pkt, len);
+	return ctx_run(x, len);
+}
+
+static int inject(unsigned int emu_id, const char *what)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/rbln_emu%u/inject", emu_id);
+	return rbln_sysfs_write(path, what);
+}
+
+FIXTURE(recovery) {
+	struct ctx a, b;
+};
+
+FIXTURE_SETUP(recovery)
+{
+	ASSERT_EQ(0, ctx_open(&self->a, 0));
+	ASSERT_EQ(0, ctx_open(&self->b, 0));
+}
+
+FIXTURE_TEARDOWN(recovery)
+{
+	ctx_close(&self->a);
+	ctx_close(&self->b);
+	EXPECT_EQ(0, rbln_emu_mem_used(0));
+}
+
+TEST_F(recovery, unmapped_access_faults_and_bans)
+{
+	struct rbln_drm_cmd c;
+	uint32_t q2;
+
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, self->a.out.va, 0x10000000ull, 64));
+	EXPECT_EQ(-EFAULT, ctx_run(&self->a, c.len));
+	/* Banned: every later submission of the context, on any queue. */
+	EXPECT_EQ(-1000 - ECANCELED, ctx_check(&self->a, 1));
+	ASSERT_EQ(0, rbln_drm_queue_create(self->a.dev, RBLN_QUEUE_PRIORITY_NORMAL, &q2));
+	self->a.queue = q2;
+	EXPECT_EQ(-1000 - ECANCELED, ctx_check(&self->a, 1));
+	/* The other context runs on, exactly. */
+	EXPECT_EQ(1, ctx_check(&self->b, 0x600d));
+}
+
+TEST_F(recovery, guard_page_faults)
+{
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, self->a.mem.va + MIB - 4, 0, 8));
+	EXPECT_EQ(-EFAULT, ctx_run(&self->a, c.len));
+	EXPECT_EQ(1, ctx_check(&self->b, 2));
+}
+
+TEST_F(recovery, write_to_read_only_faults)
+{
+	struct rbln_test_buf ro;
+	struct rbln_drm_cmd c;
+	uint32_t bos[2];
+
+	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, MIB, RBLN_BO_DEVICE, RBLN_BO_READ_ONLY, &ro));
+	/* Reading it is fine. */
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, self->a.out.va, ro.va, 4096));
+	bos[0] = ro.handle;
+	bos[1] = self->a.out.handle;
+	EXPECT_EQ(1, rbln_test_run(self->a.dev, self->a.queue, &self->a.cmd, c.len, bos, 2,
+				   10000));
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, ro.va, 1, 4096));
+	EXPECT_EQ(-EFAULT, rbln_test_run(self->a.dev, self->a.queue, &self->a.cmd, c.len, bos,
+					 2, 10000));
+	EXPECT_EQ(1, ctx_check(&self->b, 3));
+}
+
+TEST_F(recovery, host_object_not_listed_faults)
+{
+	struct rbln_test_buf hidden;
+	struct rbln_drm_cmd c;
+
+	/* Mapped in the context, but never listed in a job: not bound. */
+	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, 4096, RBLN_BO_HOST, 0, &hidden));
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, self->a.out.va, hidden.va, 64));
+	EXPECT_EQ(-EFAULT, ctx_run(&self->a, c.len));
+	rbln_test_buf_free(self->a.dev, &hidden);
+}
+
+TEST_F(recovery, illegal_opcode_faults)
+{
+	uint32_t pkt[2] = { RBLN_PKT_HEADER(0x7f, 0, 0, 1), 0 };
+
+	EXPECT_EQ(-EFAULT, ctx_run_raw(&self->a, pkt, sizeof(pkt)));
+	EXPECT_EQ(1, ctx_check(&self->b, 4));
+}
+
+/* Each case spoils one packet in its own context (a fault bans it). */
+TEST(malformed_packets_fault)
+{
+	static const char *const what[] = {
+		"nop reserved", "length past the end", "packet past the end",
+		"dtype on dma", "unaligned fill", "unknown dtype", "unknown unary op",
+		"scalar wider than its dtype",
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(what) / sizeof(what[0]); i++) {
+		struct rbln_drm_cmd c;
+		uint32_t *pkt, len;
+		struct ctx x;
+
+		ASSERT_EQ(0, ctx_open(&x, 0));
+		rbln_drm_cmd_init(&c, x.cmd.cpu, x.cmd.size);
+		pkt = x.cmd.cpu;
+		switch (i) {
+		case 0:
+			rbln_drm_cmd_nop(&c);
+			pkt[1] = 1;
+			break;
+		case 1:
+			rbln_drm_cmd_nop(&c);
+			pkt[0] = RBLN_PKT_HEADER(RBLN_OP_NOP, 0, 0, 2);
+			break;
+		case 2:
+			rbln_drm_cmd_dma_copy(&c, x.mem.va, x.mem.va + 4096, 64);
+			c.len = 16;
+			break;
+		case 3:
+			rbln_drm_cmd_dma_copy(&c, x.mem.va, x.mem.va + 4096, 64);
+			pkt[0] |= RBLN_DTYPE_F16 << 8;
+			break;
+		case 4:
+			rbln_drm_cmd_dma_fill(&c, x.mem.va + 2, 0, 4);
+			break;
+		case 5:
+			rbln_drm_cmd_unary(&c, RBLN_UNARY_NEG, RBLN_DTYPE_F32, x.mem.va,
+					   x.mem.va, 4);
+			pkt[0] = RBLN_PKT_HEADER(RBLN_OP_EW_UNARY, 9, 0, 4);
+			break;
+		case 6:
+			rbln_drm_cmd_unary(&c, RBLN_UNARY_NEG, RBLN_DTYPE_F32, x.mem.va,
+					   x.mem.va, 4);
+			pkt[0] = RBLN_PKT_HEADER(RBLN_OP_EW_UNARY, 0, 5, 4);
+			break;
+		case 7:
+			rbln_drm_cmd_scalar(&c, RBLN_BINARY_ADD, RBLN_DTYPE_I8, x.mem.va,
+					    x.mem.va, 0x100, 4);
+			break;
+		}
+		len = c.len;
+		EXPECT_EQ(-EFAULT, ctx_run(&x, len)) TH_LOG("%s", what[i]);
+		ctx_close(&x);
+	}
+	EXPECT_EQ(0, rbln_emu_mem_used(0));
+}
+
+TEST_F(recovery, jobs_behind_a_fault_are_canceled)
+{
+	struct drm_rbln_sync sig[3] = { 0 };
+	uint32_t bos[2] = { self->a.mem.handle, self->a.cmd.handle }, i;
+	struct rbln_drm_cmd c;
+	int status;
+
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, inject(0, "hang"));
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	/* The first job hangs until the timeout, so the fault comes after. */
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(self->a.dev), 0, &sig[i].handle));
+		if (i == 1)
+			ASSERT_EQ(0, inject(0, "fault"));
+		ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
+					     bos, 2, NULL, 0, &sig[i]));
+	}
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, drmSyncobjWait(rbln_drm_fd(self->a.dev), &sig[i].handle, 1,
+					    rbln_test_deadline_ns(10000), 0, NULL));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig[0].handle, 0, &status));
+	EXPECT_EQ(-ETIMEDOUT, status);
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig[1].handle, 0, &status));
+	EXPECT_EQ(-EFAULT, status);
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig[2].handle, 0, &status));
+	EXPECT_EQ(-ECANCELED, status);
+	EXPECT_EQ(1, ctx_check(&self->b, 5));
+}
+
+static int uevent_socket(void)
+{
+	struct sockaddr_nl addr = { .nl_family = AF_NETLINK, .nl_groups = 1 };
+	int s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_KOBJECT_UEVENT);
+
+	if (s >= 0 && bind(s, (struct sockaddr *)&addr, sizeof(addr))) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
+/* True when a uevent with RESET=1 arrives within @ms. */
+static int saw_reset_uevent(int s, int ms)
+{
+	struct pollfd p = { .fd = s, .events = POLLIN };
+	char buf[2048];
+	ssize_t n, off;
+
+	while (poll(&p, 1, ms) == 1) {
+		n = recv(s, buf, sizeof(buf) - 1, 0);
+		if (n <= 0)
+			return 0;
+		buf[n] = '\0';
+		for (off = 0; off < n; off += strlen(buf + off) + 1)
+			if (!strcmp(buf + off, "RESET=1"))
+				return 1;
+	}
+	return 0;
+}
+
+TEST_F(recovery, hang_times_out_and_resets_the_ring)
+{
+	long long resets = rbln_emu_attr(0, "reset_count");
+	struct rbln_drm_cmd c;
+	uint64_t param;
+	int s;
+
+	s = uevent_socket();
+	ASSERT_GE(s, 0);
+	ASSERT_EQ(0, inject(0, "hang"));
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	EXPECT_EQ(-ETIMEDOUT, ctx_run(&self->a, c.len));
+	EXPECT_EQ(resets + 1, rbln_emu_attr(0, "reset_count"));
+	ASSERT_EQ(0, rbln_drm_get_param(self->a.dev, RBLN_PARAM_RESET_COUNT, &param));
+	EXPECT_EQ(resets + 1, (long long)param);
+	EXPECT_TRUE(saw_reset_uevent(s, 2000));
+	close(s);
+	/* A hang is not the context's fault: it goes on, and so do others. */
+	EXPECT_EQ(1, ctx_check(&self->a, 6));
+	EXPECT_EQ(1, ctx_check(&self->b, 7));
+}
+
+TEST_F(recovery, injected_dma_error_and_fault)
+{
+	EXPECT_EQ(0, inject(0, "dma"));
+	EXPECT_EQ(-EFAULT, ctx_check(&self->a, 8));
+	EXPECT_EQ(0, inject(0, "fault"));
+	EXPECT_EQ(-EFAULT, ctx_check(&self->b, 9));
+	EXPECT_EQ(-EINVAL, inject(0, "melt"));
+}
+
+/* The status of a sync_file once it signals within @ms: see sync_file.h. */
+static int sync_file_wait_status(int fd, int ms)
+{
+	struct sync_file_info info = { 0 };
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (poll(&p, 1, ms) != 1)
+		return 0;
+	if (ioctl(fd, SYNC_IOC_FILE_INFO, &info))
+		return -1000 - errno;
+	return info.status;
+}
+
+TEST(hot_unplug_with_jobs_in_flight)
+{
+	struct drm_rbln_sync sig = { 0 };
+	int fd, sync_fd[4], status;
+	struct ctx gone, other;
+	struct rbln_drm_cmd c;
+	uint32_t bos[2], i;
+
+	ASSERT_EQ(0, rbln_emu_add(HOT_ID, 16));
+	ASSERT_EQ(0, ctx_open(&gone, HOT_ID));
+	ASSERT_EQ(0, ctx_open(&other, 0));
+	fd = rbln_drm_fd(gone.dev);
+	rbln_drm_cmd_init(&c, gone.cmd.cpu, gone.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, gone.mem.va, 1, MIB));
+	bos[0] = gone.mem.handle;
+	bos[1] = gone.cmd.handle;
+	ASSERT_EQ(0, inject(HOT_ID, "hang"));
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig.handle));
+	/* Sync files outlive the device node: they tell how the jobs ended. */
+	for (i = 0; i < 4; i++) {
+		ASSERT_EQ(0, rbln_drm_submit(gone.dev, gone.queue, gone.cmd.va, c.len, bos, 2,
+					     NULL, 0, &sig));
+		ASSERT_EQ(0, drmSyncobjExportSyncFile(fd, sig.handle, &sync_fd[i]));
+	}
+
+	ASSERT_EQ(0, rbln_emu_del(HOT_ID));
+	/* Every fence signals, with ENODEV, long before any timeout. */
+	for (i = 0; i < 4; i++) {
+		status = sync_file_wait_status(sync_fd[i], 400);
+		EXPECT_EQ(-ENODEV, status) TH_LOG("job %u", i);
+		close(sync_fd[i]);
+	}
+	EXPECT_EQ(-ENODEV, rbln_drm_submit(gone.dev, gone.queue, gone.cmd.va, c.len, bos, 2,
+					   NULL, 0, NULL));
+	EXPECT_EQ(-ENODEV, rbln_drm_queue_create(gone.dev, 0, &i));
+	ctx_close(&gone);
+	EXPECT_EQ(1, ctx_check(&other, 10));
+	ctx_close(&other);
+}
+
+TEST(close_with_a_hung_job)
+{
+	struct drm_rbln_sync sig = { 0 };
+	struct rbln_drm_cmd c;
+	int sync_fd;
+	struct ctx x;
+
+	ASSERT_EQ(0, ctx_open(&x, 0));
+	ASSERT_EQ(0, inject(0, "hang"));
+	rbln_drm_cmd_init(&c, x.cmd.cpu, x.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(x.dev), 0, &sig.handle));
+	ASSERT_EQ(0, rbln_drm_submit(x.dev, x.queue, x.cmd.va, c.len, &x.cmd.handle, 1, NULL, 0,
+				     &sig));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(x.dev), sig.handle, &sync_fd));
+	/* Closing waits for the context's jobs: the timeout ends this one. */
+	ctx_close(&x);
+	EXPECT_EQ(-ETIMEDOUT, sync_file_wait_status(sync_fd, 0));
+	close(sync_fd);
+	EXPECT_EQ(0, rbln_emu_mem_used(0));
+}
+
+TEST_HARNESS_MAIN
