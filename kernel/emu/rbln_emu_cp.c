@@ -62,14 +62,19 @@ static int rbln_emu_run_entry(struct rbln_emu_ring *ring, struct rbln_ring_entry
 	if (atomic_fetch_andnot(RBLN_INJECT_FAULT, &edev->inject) & RBLN_INJECT_FAULT)
 		return RBLN_FAULT_UNMAPPED;
 
-	cmd = kvmalloc(entry->cmd_size, GFP_KERNEL);
-	if (!cmd)
-		return RBLN_FAULT_DMA;
+	/* The fetch buffer: the ring's own, unless the commands outgrow it. */
+	cmd = ring->cmd_buf;
+	if (entry->cmd_size > RBLN_EMU_BUF_BYTES) {
+		cmd = kvmalloc(entry->cmd_size, GFP_KERNEL);
+		if (!cmd)
+			return RBLN_FAULT_DMA;
+	}
 	ret = rbln_emu_read(&ctx, entry->cmd_va, cmd, entry->cmd_size);
 	if (!ret)
 		ret = rbln_emu_exec(ring, &ctx, entry->seqno, entry->cmd_va, cmd,
 				    entry->cmd_size);
-	kvfree(cmd);
+	if (cmd != ring->cmd_buf)
+		kvfree(cmd);
 	if (ret > 0)
 		*fault_addr = ctx.fault_addr;
 	return ret;
@@ -80,6 +85,7 @@ static void rbln_emu_ring_work(struct work_struct *work)
 	struct rbln_emu_ring *ring = container_of(work, struct rbln_emu_ring, work);
 	struct rbln_emu_dev *edev = ring->edev;
 	struct rbln_ring_entry *slot, entry;
+	unsigned int moderated = 0;
 	u64 fault_addr, start, busy;
 	u32 head;
 	int ret;
@@ -89,6 +95,8 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		head = ring->head;
 		if (!ring->enabled || !READ_ONCE(edev->present) || head == ring->tail) {
 			spin_unlock(&ring->lock);
+			if (moderated)
+				rbln_emu_raise_irq(edev, ring->index);
 			return;
 		}
 		slot = (struct rbln_ring_entry *)rbln_emu_host_ptr(ring->base) + head;
@@ -126,7 +134,15 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		WRITE_ONCE(slot->busy_ns, busy);
 		/* The fence is the last thing the driver reads of the entry. */
 		smp_store_release((u64 *)rbln_emu_host_ptr(ring->fence), entry.seqno);
-		rbln_emu_raise_irq(edev, ring->index);
+		/*
+		 * Interrupt moderation: one interrupt covers every entry done
+		 * so far, so raise it when the ring drains or every few
+		 * entries, not after each.
+		 */
+		if (++moderated >= RBLN_EMU_IRQ_BATCH || READ_ONCE(ring->tail) == ring->head) {
+			rbln_emu_raise_irq(edev, ring->index);
+			moderated = 0;
+		}
 		cond_resched();
 	}
 }
@@ -258,6 +274,9 @@ int rbln_emu_cp_init(struct rbln_emu_dev *edev)
 			if (!ring->buf[b])
 				return -ENOMEM;
 		}
+		ring->cmd_buf = kvmalloc(RBLN_EMU_BUF_BYTES, GFP_KERNEL);
+		if (!ring->cmd_buf)
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -281,9 +300,11 @@ void rbln_emu_cp_fini(struct rbln_emu_dev *edev)
 {
 	unsigned int r, b;
 
-	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++)
+	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++) {
 		for (b = 0; b < ARRAY_SIZE(edev->rings[r].buf); b++)
 			kvfree(edev->rings[r].buf[b]);
+		kvfree(edev->rings[r].cmd_buf);
+	}
 	if (edev->wq)
 		destroy_workqueue(edev->wq);
 }

@@ -44,6 +44,7 @@ struct rbln_emu_dev;
  * @abort_pending: @abort_seqno is meaningful.
  * @busy_ns: RING_BUSY_NS.
  * @buf: scratch buffers of the command processor, RBLN_EMU_BUF_BYTES each.
+ * @cmd_buf: where command buffers up to RBLN_EMU_BUF_BYTES are fetched.
  */
 struct rbln_emu_ring {
 	struct rbln_emu_dev *edev;
@@ -66,9 +67,12 @@ struct rbln_emu_ring {
 	u64 busy_ns;
 
 	void *buf[3];
+	void *cmd_buf;
 };
 
 #define RBLN_EMU_BUF_BYTES	(16 * 1024)
+/* Entries completed before the interrupt is raised while the ring is busy. */
+#define RBLN_EMU_IRQ_BATCH	16
 
 /**
  * struct rbln_emu_dev - one emulated NPU
