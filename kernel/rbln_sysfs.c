@@ -4,8 +4,9 @@
  *
  * One value per file, for sysadmin tools (rbln-smi) that read no ioctl and
  * need no access to the device node: memory in bytes, the time the device
- * spent executing in nanoseconds (utilisation is its rate of change), and
- * how many times a hung job made the driver reset a ring.
+ * spent executing in nanoseconds over all rings (utilisation is its rate of
+ * change divided by num_rings), how many times a hung job made the driver
+ * reset a ring, and whether the device is the emulated NPU.
  */
 
 #include <linux/device.h>
@@ -47,11 +48,29 @@ static ssize_t reset_count_show(struct device *dev, struct device_attribute *att
 }
 static DEVICE_ATTR_RO(reset_count);
 
+static ssize_t emulated_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct rbln_device *rdev = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%d\n", rdev->emulated);
+}
+static DEVICE_ATTR_RO(emulated);
+
+static ssize_t num_rings_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct rbln_device *rdev = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%u\n", rdev->num_rings);
+}
+static DEVICE_ATTR_RO(num_rings);
+
 static struct attribute *rbln_dev_attrs[] = {
 	&dev_attr_memory_total.attr,
 	&dev_attr_memory_used.attr,
 	&dev_attr_busy_ns.attr,
 	&dev_attr_reset_count.attr,
+	&dev_attr_emulated.attr,
+	&dev_attr_num_rings.attr,
 	NULL
 };
 

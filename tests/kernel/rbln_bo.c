@@ -331,6 +331,8 @@ TEST_F(bo, sysfs_memory)
 	uint32_t h;
 
 	EXPECT_EQ((long long)self->mem_size, rbln_emu_attr(0, "memory_total"));
+	EXPECT_EQ(1, rbln_emu_attr(0, "emulated"));
+	EXPECT_EQ(4, rbln_emu_attr(0, "num_rings"));
 	EXPECT_EQ(0, rbln_emu_attr(0, "memory_used"));
 	ASSERT_EQ(0, rbln_drm_bo_create(self->dev, 1 << 20, RBLN_BO_DEVICE, 0, &h, NULL));
 	EXPECT_EQ(1 << 20, rbln_emu_attr(0, "memory_used"));
