@@ -106,6 +106,24 @@ TEST_F(param, device_memory_used)
 	EXPECT_EQ(0, param(_metadata, self->dev, RBLN_PARAM_DEVICE_MEMORY_USED));
 }
 
+TEST_F(param, execution)
+{
+	uint64_t caps = param(_metadata, self->dev, RBLN_PARAM_ISA_CAPS);
+	uint32_t d;
+
+	EXPECT_EQ(rbln_emu_attr(self->index, "num_rings"),
+		  (long long)param(_metadata, self->dev, RBLN_PARAM_NUM_RINGS));
+	EXPECT_EQ(RBLN_ISA_CAP_DMA, caps & RBLN_ISA_CAP_DMA);
+	EXPECT_EQ(RBLN_ISA_CAP_ELEMENTWISE, caps & RBLN_ISA_CAP_ELEMENTWISE);
+	EXPECT_EQ(RBLN_ISA_CAP_REDUCE, caps & RBLN_ISA_CAP_REDUCE);
+	EXPECT_EQ(RBLN_ISA_CAP_GEMM, caps & RBLN_ISA_CAP_GEMM);
+	for (d = 0; d < RBLN_DTYPE_COUNT; d++)
+		EXPECT_NE(0, caps & RBLN_ISA_CAP_DTYPE(d)) TH_LOG("dtype %u", d);
+	EXPECT_GE(param(_metadata, self->dev, RBLN_PARAM_MAX_CMD_SIZE), 4096);
+	EXPECT_EQ(rbln_emu_attr(self->index, "reset_count"),
+		  (long long)param(_metadata, self->dev, RBLN_PARAM_RESET_COUNT));
+}
+
 TEST_F(param, unknown_param)
 {
 	static const uint32_t bad[] = {

@@ -249,6 +249,27 @@ TEST_F(submit, queue_create_rejections)
 	EXPECT_EQ(0, rbln_drm_queue_destroy(self->dev, q));
 }
 
+/* High priority needs CAP_SYS_NICE, like a nice value below zero. */
+TEST_F(submit, high_priority_needs_cap_sys_nice)
+{
+	pid_t pid = fork();
+	int status;
+
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		uint32_t q;
+
+		/* Nobody, but with the device file root opened. */
+		if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+			_exit(10);
+		if (rbln_drm_queue_create(self->dev, RBLN_QUEUE_PRIORITY_HIGH, &q) != -EACCES)
+			_exit(11);
+		_exit(rbln_drm_queue_create(self->dev, RBLN_QUEUE_PRIORITY_NORMAL, &q) ? 12 : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
 TEST_F(submit, queue_destroy_rejections)
 {
 	struct drm_rbln_queue_destroy args = { .queue_id = self->queue, .pad = 1 };
