@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rbln_alloc.h - librbln's device-memory caching allocator (internal)
+ *
+ * A pure-C caching allocator modelled on PyTorch's CUDACachingAllocator:
+ * 512-byte rounding, a small pool (<= 1 MiB, 2 MiB segments) and a large
+ * pool (20 MiB segments below 10 MiB, 2 MiB multiples above), best fit,
+ * splitting, coalescing, queue-ordered reuse and an OOM ladder.  Segments
+ * come from a pluggable provider: BO_CREATE(DEVICE) in librbln, a mock in
+ * the unit tests.  Not part of the public API.
+ */
+#ifndef RBLN_ALLOC_H
+#define RBLN_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where segments come from: the driver (BO_CREATE DEVICE) in librbln, a mock in tests. */
+struct rbln_segment_ops {
+	/* Reserve @size bytes: 0 with *handle and *va set, -ENOSPC when the device is full, other -errno on failure. */
+	int (*alloc)(void *ctx, uint64_t size, uint32_t *handle, uint64_t *va);
+	void (*free)(void *ctx, uint32_t handle);
+	/* Wait until all device work has completed (the OOM ladder calls it before releasing the cache). 0 or -errno. */
+	int (*synchronize)(void *ctx);
+	/* Has device work up to timeline point @point completed? */
+	bool (*point_done)(void *ctx, uint64_t point);
+};
+
+struct rbln_allocator;
+struct rbln_block;	/* opaque */
+
+struct rbln_allocator *rbln_allocator_create(const struct rbln_segment_ops *ops, void *ctx);
+void rbln_allocator_destroy(struct rbln_allocator *a);	/* frees every segment; blocks must all be freed */
+
+/*
+ * Allocates @size bytes (size > 0) for work on queue @queue.
+ * 0 and *out, or -ENOMEM with an explanation in @msg (msg may be NULL; msglen its size) when the device
+ * is out of memory after the OOM ladder, or -EINVAL for size 0 / absurd sizes (> 2^48), or the provider's errno.
+ */
+int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue,
+			 struct rbln_block **out, char *msg, size_t msglen);
+/*
+ * Frees a block. @last_point is the device timeline point of the last job that used it (0: none in flight),
+ * @last_queue the queue that job ran on: until that point is done, the block may be reused only by
+ * work on the same queue (which runs in order after it), like PyTorch's stream-ordered reuse.
+ */
+void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_t last_point, uint32_t last_queue);
+
+uint64_t rbln_block_va(const struct rbln_block *b);	/* device address of the block */
+uint64_t rbln_block_size(const struct rbln_block *b);	/* the rounded size */
+uint32_t rbln_block_handle(const struct rbln_block *b);	/* the segment's BO handle (for job BO lists) */
+
+/* Releases every cached segment that is entirely free (unsplit) — PyTorch's empty_cache. */
+void rbln_allocator_empty_cache(struct rbln_allocator *a);
+
+/* One statistic, as in the seed: */
+struct rbln_stat { int64_t current, peak, total_allocated, total_freed; };
+struct rbln_allocator_stats {
+	struct rbln_stat allocated;	/* bytes requested by callers */
+	struct rbln_stat reserved;	/* bytes of segments held from the provider */
+	struct rbln_stat active;	/* bytes of blocks in use (rounded sizes); only current and peak meaningful */
+	struct rbln_stat cached;	/* bytes of free blocks inside segments; only current and peak meaningful */
+	int64_t num_alloc_retries, num_ooms, num_device_alloc, num_device_free;
+};
+void rbln_allocator_stats(struct rbln_allocator *a, struct rbln_allocator_stats *out);
+void rbln_allocator_reset_peak(struct rbln_allocator *a);		/* peak = current, for every stat */
+void rbln_allocator_reset_accumulated(struct rbln_allocator *a);	/* totals and counters to 0 */
+
+#endif /* RBLN_ALLOC_H */

@@ -1,0 +1,1414 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_alloc - librbln's caching device-memory allocator (runtime/rbln_alloc.c)
+ *
+ * The allocator runs natively against a mock segment provider with a fixed
+ * capacity that counts its calls, fails with -ENOSPC when full and has a
+ * controllable completed timeline point.  Rules under test are PyTorch's
+ * CUDACachingAllocator's, as adapted in the design reference (§6, allocator).
+ */
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kselftest_harness.h"
+#include "rbln_alloc.h"
+
+#define KiB	(1ull << 10)
+#define MiB	(1ull << 20)
+
+/* ---- mock provider ---------------------------------------------------- */
+
+struct mock {
+	pthread_mutex_t lock;
+	uint64_t capacity, used, next_va;
+	uint32_t next_handle;
+	uint64_t *sizes;	/* by handle; 0: not live */
+	size_t nsizes;
+	uint64_t last_alloc_size;
+	int alloc_calls, alloc_ok, free_calls, bad_frees, sync_calls, live;
+	int fail_errno;		/* nonzero: alloc fails with it */
+	uint64_t completed;	/* device work up to here is done */
+	uint64_t submitted;	/* highest point handed out; synchronize completes it */
+};
+
+static int mock_alloc(void *ctx, uint64_t size, uint32_t *handle, uint64_t *va)
+{
+	struct mock *m = ctx;
+	int ret = 0;
+
+	pthread_mutex_lock(&m->lock);
+	m->alloc_calls++;
+	m->last_alloc_size = size;
+	if (m->fail_errno) {
+		ret = m->fail_errno;
+	} else if (size > m->capacity - m->used) {
+		ret = -ENOSPC;
+	} else {
+		uint32_t h = ++m->next_handle;
+
+		if (h >= m->nsizes) {
+			size_t n = m->nsizes ? 2 * m->nsizes : 64;
+
+			m->sizes = realloc(m->sizes, n * sizeof(*m->sizes));
+			memset(m->sizes + m->nsizes, 0, (n - m->nsizes) * sizeof(*m->sizes));
+			m->nsizes = n;
+		}
+		m->sizes[h] = size;
+		m->used += size;
+		m->live++;
+		m->alloc_ok++;
+		*handle = h;
+		*va = m->next_va;
+		/* a 2 MiB hole after each segment: segments are never adjacent */
+		m->next_va += size + 2 * MiB;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
+static void mock_free(void *ctx, uint32_t handle)
+{
+	struct mock *m = ctx;
+
+	pthread_mutex_lock(&m->lock);
+	m->free_calls++;
+	if (!handle || handle >= m->nsizes || !m->sizes[handle]) {
+		m->bad_frees++;
+	} else {
+		m->used -= m->sizes[handle];
+		m->sizes[handle] = 0;
+		m->live--;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+static int mock_synchronize(void *ctx)
+{
+	struct mock *m = ctx;
+
+	pthread_mutex_lock(&m->lock);
+	m->sync_calls++;
+	if (m->completed < m->submitted)
+		m->completed = m->submitted;
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+static bool mock_point_done(void *ctx, uint64_t point)
+{
+	struct mock *m = ctx;
+	bool done;
+
+	pthread_mutex_lock(&m->lock);
+	done = point <= m->completed;
+	pthread_mutex_unlock(&m->lock);
+	return done;
+}
+
+static const struct rbln_segment_ops mock_ops = {
+	.alloc = mock_alloc,
+	.free = mock_free,
+	.synchronize = mock_synchronize,
+	.point_done = mock_point_done,
+};
+
+static void mock_init(struct mock *m, uint64_t capacity)
+{
+	memset(m, 0, sizeof(*m));
+	pthread_mutex_init(&m->lock, NULL);
+	m->capacity = capacity;
+	m->next_va = 1ull << 32;
+}
+
+static void mock_fini(struct mock *m)
+{
+	free(m->sizes);
+	pthread_mutex_destroy(&m->lock);
+}
+
+/* Marks work up to @point submitted and done. */
+static void mock_complete(struct mock *m, uint64_t point)
+{
+	pthread_mutex_lock(&m->lock);
+	if (m->submitted < point)
+		m->submitted = point;
+	if (m->completed < point)
+		m->completed = point;
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Marks work up to @point submitted, not done. */
+static void mock_submit(struct mock *m, uint64_t point)
+{
+	pthread_mutex_lock(&m->lock);
+	if (m->submitted < point)
+		m->submitted = point;
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+
+#define EXPECT_STAT(s, cur, pk, talloc, tfreed) do {			\
+	EXPECT_EQ((int64_t)(cur), (s).current);				\
+	EXPECT_EQ((int64_t)(pk), (s).peak);				\
+	EXPECT_EQ((int64_t)(talloc), (s).total_allocated);		\
+	EXPECT_EQ((int64_t)(tfreed), (s).total_freed);			\
+} while (0)
+
+#define EXPECT_CUR_PEAK(s, cur, pk) do {				\
+	EXPECT_EQ((int64_t)(cur), (s).current);				\
+	EXPECT_EQ((int64_t)(pk), (s).peak);				\
+} while (0)
+
+static struct rbln_allocator_stats get_stats(struct __test_metadata *_metadata,
+					     struct rbln_allocator *a)
+{
+	struct rbln_allocator_stats s;
+
+	rbln_allocator_stats(a, &s);
+	/* the invariant, checked at every look */
+	EXPECT_EQ(s.reserved.current - s.active.current, s.cached.current);
+	EXPECT_LE(0, s.cached.current);
+	EXPECT_LE(0, s.allocated.current);
+	EXPECT_LE(s.allocated.current, s.active.current);
+	return s;
+}
+
+static struct rbln_block *alloc_ok(struct __test_metadata *_metadata, struct rbln_allocator *a,
+				   uint64_t size, uint32_t queue)
+{
+	struct rbln_block *b = NULL;
+	char msg[256];
+	int ret;
+
+	ret = rbln_allocator_alloc(a, size, queue, &b, msg, sizeof(msg));
+	EXPECT_EQ(0, ret) {
+		TH_LOG("alloc(%llu) failed: %s", (unsigned long long)size, msg);
+	}
+	return b;
+}
+
+/* Size of the segment the allocator asks for to serve one @size request. */
+static uint64_t segment_for(struct __test_metadata *_metadata, uint64_t size)
+{
+	struct mock m;
+	struct rbln_allocator *a;
+	struct rbln_block *b;
+	uint64_t seg;
+
+	mock_init(&m, 1ull << 40);
+	a = rbln_allocator_create(&mock_ops, &m);
+	b = alloc_ok(_metadata, a, size, 0);
+	seg = m.alloc_ok == 1 ? m.last_alloc_size : 0;
+	if (b)
+		rbln_allocator_free(a, b, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+	return seg;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+TEST(create_rejects_incomplete_ops)
+{
+	struct rbln_segment_ops ops = mock_ops;
+
+	ops.point_done = NULL;
+	EXPECT_NULL(rbln_allocator_create(&ops, NULL));
+	EXPECT_NULL(rbln_allocator_create(NULL, NULL));
+}
+
+TEST(rounding_and_pools)
+{
+	struct rbln_block *b1, *b2, *b3, *b4, *b5, *b6;
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t seg;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	b1 = alloc_ok(_metadata, a, 1, 0);
+	ASSERT_NE(NULL, b1);
+	EXPECT_EQ(512, rbln_block_size(b1));
+	EXPECT_EQ(1, m.alloc_ok);
+	EXPECT_EQ(2 * MiB, m.last_alloc_size);	/* small pool */
+	EXPECT_EQ(m.next_handle, rbln_block_handle(b1));
+	seg = rbln_block_va(b1);
+
+	b2 = alloc_ok(_metadata, a, 512, 0);
+	b3 = alloc_ok(_metadata, a, 513, 0);
+	ASSERT_NE(NULL, b2);
+	ASSERT_NE(NULL, b3);
+	EXPECT_EQ(512, rbln_block_size(b2));
+	EXPECT_EQ(1024, rbln_block_size(b3));
+	EXPECT_EQ(seg + 512, rbln_block_va(b2));
+	EXPECT_EQ(seg + 1024, rbln_block_va(b3));
+
+	/* 1 MiB is still small: carved from the same segment */
+	b4 = alloc_ok(_metadata, a, 1 * MiB, 0);
+	ASSERT_NE(NULL, b4);
+	EXPECT_EQ(1 * MiB, rbln_block_size(b4));
+	EXPECT_EQ(seg + 2048, rbln_block_va(b4));
+	EXPECT_EQ(1, m.alloc_ok);
+	EXPECT_EQ(rbln_block_handle(b1), rbln_block_handle(b4));
+
+	/* a second 1 MiB no longer fits in 2 MiB - 2048 - 1 MiB: a new small segment */
+	b5 = alloc_ok(_metadata, a, 1 * MiB, 0);
+	ASSERT_NE(NULL, b5);
+	EXPECT_EQ(2, m.alloc_ok);
+	EXPECT_EQ(2 * MiB, m.last_alloc_size);
+	EXPECT_NE(rbln_block_handle(b1), rbln_block_handle(b5));
+
+	/* one byte over 1 MiB: the large pool */
+	b6 = alloc_ok(_metadata, a, 1 * MiB + 1, 0);
+	ASSERT_NE(NULL, b6);
+	EXPECT_EQ(1 * MiB + 512, rbln_block_size(b6));
+	EXPECT_EQ(3, m.alloc_ok);
+	EXPECT_EQ(20 * MiB, m.last_alloc_size);
+
+	get_stats(_metadata, a);
+	rbln_allocator_free(a, b1, 0, 0);
+	rbln_allocator_free(a, b2, 0, 0);
+	rbln_allocator_free(a, b3, 0, 0);
+	rbln_allocator_free(a, b4, 0, 0);
+	rbln_allocator_free(a, b5, 0, 0);
+	rbln_allocator_free(a, b6, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	EXPECT_EQ(0, m.bad_frees);
+	mock_fini(&m);
+}
+
+TEST(segment_sizes)
+{
+	EXPECT_EQ(2 * MiB, segment_for(_metadata, 1));
+	EXPECT_EQ(2 * MiB, segment_for(_metadata, 1 * MiB));
+	EXPECT_EQ(20 * MiB, segment_for(_metadata, 1 * MiB + 1));
+	EXPECT_EQ(20 * MiB, segment_for(_metadata, 10 * MiB - 512));
+	EXPECT_EQ(20 * MiB, segment_for(_metadata, 10 * MiB - 600));	/* rounds to 10 MiB - 512 */
+	EXPECT_EQ(10 * MiB, segment_for(_metadata, 10 * MiB));
+	EXPECT_EQ(12 * MiB, segment_for(_metadata, 10 * MiB + 1));
+	EXPECT_EQ(22 * MiB, segment_for(_metadata, 21 * MiB));
+	EXPECT_EQ(30 * MiB, segment_for(_metadata, 30 * MiB));
+	EXPECT_EQ(102 * MiB, segment_for(_metadata, 100 * MiB + 512));
+}
+
+TEST(best_fit_small)
+{
+	struct rbln_block *A, *B, *C, *D, *s[4], *r[5];
+	struct rbln_allocator *a;
+	struct mock m;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	/* free holes of 4K, 8K, 4K, 2K separated by allocated 512-byte guards */
+	A = alloc_ok(_metadata, a, 4 * KiB, 0);
+	s[0] = alloc_ok(_metadata, a, 512, 0);
+	B = alloc_ok(_metadata, a, 8 * KiB, 0);
+	s[1] = alloc_ok(_metadata, a, 512, 0);
+	C = alloc_ok(_metadata, a, 4 * KiB, 0);
+	s[2] = alloc_ok(_metadata, a, 512, 0);
+	D = alloc_ok(_metadata, a, 2 * KiB, 0);
+	s[3] = alloc_ok(_metadata, a, 512, 0);
+	ASSERT_TRUE(A && B && C && D && s[0] && s[1] && s[2] && s[3]);
+	uint64_t va_a = rbln_block_va(A), va_b = rbln_block_va(B);
+	uint64_t va_c = rbln_block_va(C), va_d = rbln_block_va(D);
+	uint64_t va_tail = rbln_block_va(s[3]) + 512;
+	rbln_allocator_free(a, A, 0, 0);
+	rbln_allocator_free(a, B, 0, 0);
+	rbln_allocator_free(a, C, 0, 0);
+	rbln_allocator_free(a, D, 0, 0);
+
+	/* 3K: the 4K holes are the smallest fit; tie broken by the lowest address */
+	r[0] = alloc_ok(_metadata, a, 3 * KiB, 0);
+	ASSERT_NE(NULL, r[0]);
+	EXPECT_EQ(va_a, rbln_block_va(r[0]));
+	EXPECT_EQ(3 * KiB, rbln_block_size(r[0]));	/* split: 1K left at va_a + 3K */
+	/* 1.5K: the 1K remainder is too small, the 2K hole is the best fit */
+	r[1] = alloc_ok(_metadata, a, 1536, 0);
+	ASSERT_NE(NULL, r[1]);
+	EXPECT_EQ(va_d, rbln_block_va(r[1]));
+	/* 4K: C, not the bigger B or the tail */
+	r[2] = alloc_ok(_metadata, a, 4 * KiB, 0);
+	ASSERT_NE(NULL, r[2]);
+	EXPECT_EQ(va_c, rbln_block_va(r[2]));
+	/* 6K: B */
+	r[3] = alloc_ok(_metadata, a, 6 * KiB, 0);
+	ASSERT_NE(NULL, r[3]);
+	EXPECT_EQ(va_b, rbln_block_va(r[3]));
+	/* 8K: only the tail fits now */
+	r[4] = alloc_ok(_metadata, a, 8 * KiB, 0);
+	ASSERT_NE(NULL, r[4]);
+	EXPECT_EQ(va_tail, rbln_block_va(r[4]));
+	EXPECT_EQ(1, m.alloc_ok);
+
+	for (i = 0; i < 5; i++)
+		rbln_allocator_free(a, r[i], 0, 0);
+	for (i = 0; i < 4; i++)
+		rbln_allocator_free(a, s[i], 0, 0);
+	get_stats(_metadata, a);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(best_fit_large)
+{
+	struct rbln_block *b[6], *r[3];
+	struct rbln_allocator *a;
+	struct mock m;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	/* one 20 MiB segment: 3, 2, 5, 2, 4, 2 MiB and a 2 MiB tail */
+	b[0] = alloc_ok(_metadata, a, 3 * MiB, 0);
+	b[1] = alloc_ok(_metadata, a, 2 * MiB, 0);
+	b[2] = alloc_ok(_metadata, a, 5 * MiB, 0);
+	b[3] = alloc_ok(_metadata, a, 2 * MiB, 0);
+	b[4] = alloc_ok(_metadata, a, 4 * MiB, 0);
+	b[5] = alloc_ok(_metadata, a, 2 * MiB, 0);
+	for (i = 0; i < 6; i++)
+		ASSERT_NE(NULL, b[i]);
+	EXPECT_EQ(1, m.alloc_ok);
+	uint64_t va3 = rbln_block_va(b[0]), va4 = rbln_block_va(b[4]);
+	uint64_t tail = rbln_block_va(b[5]) + 2 * MiB;
+	rbln_allocator_free(a, b[0], 0, 0);
+	rbln_allocator_free(a, b[2], 0, 0);
+	rbln_allocator_free(a, b[4], 0, 0);
+
+	/* 3.5 MiB: the 4 MiB hole, not the 5; 0.5 MiB left is not split off */
+	r[0] = alloc_ok(_metadata, a, 3 * MiB + 512 * KiB, 0);
+	ASSERT_NE(NULL, r[0]);
+	EXPECT_EQ(va4, rbln_block_va(r[0]));
+	EXPECT_EQ(4 * MiB, rbln_block_size(r[0]));
+	/* 2.5 MiB: the 3 MiB hole, whole */
+	r[1] = alloc_ok(_metadata, a, 2 * MiB + 512 * KiB, 0);
+	ASSERT_NE(NULL, r[1]);
+	EXPECT_EQ(va3, rbln_block_va(r[1]));
+	EXPECT_EQ(3 * MiB, rbln_block_size(r[1]));
+	/* 1.5 MiB: the 2 MiB tail */
+	r[2] = alloc_ok(_metadata, a, 1 * MiB + 512 * KiB, 0);
+	ASSERT_NE(NULL, r[2]);
+	EXPECT_EQ(tail, rbln_block_va(r[2]));
+	EXPECT_EQ(2 * MiB, rbln_block_size(r[2]));
+	EXPECT_EQ(1, m.alloc_ok);
+
+	for (i = 0; i < 3; i++)
+		rbln_allocator_free(a, r[i], 0, 0);
+	rbln_allocator_free(a, b[1], 0, 0);
+	rbln_allocator_free(a, b[3], 0, 0);
+	rbln_allocator_free(a, b[5], 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+/* Thousands of holes: best fit stays exact (checked against a brute-force model). */
+TEST(best_fit_many_blocks)
+{
+	enum { PAIRS = 3072, PAIR = 4096, ROUNDS = 2000 };
+	struct rbln_block **holes, **guards, **got;
+	uint64_t *hva, *hsize;
+	struct rbln_allocator *a;
+	uint32_t rng = 12345;
+	struct mock m;
+	int i, j, ngot = 0, mismatches = 0;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	holes = calloc(PAIRS, sizeof(*holes));
+	guards = calloc(PAIRS, sizeof(*guards));
+	got = calloc(ROUNDS, sizeof(*got));
+	hva = calloc(PAIRS, sizeof(*hva));
+	hsize = calloc(PAIRS, sizeof(*hsize));
+	ASSERT_TRUE(holes && guards && got && hva && hsize);
+
+	/* pairs of 4 KiB fill 2 MiB segments exactly: the holes are the only free blocks */
+	for (i = 0; i < PAIRS; i++) {
+		uint64_t h;
+
+		rng = rng * 1103515245u + 12345u;
+		h = 512 * (1 + (rng >> 16) % 7);
+		holes[i] = alloc_ok(_metadata, a, h, 0);
+		guards[i] = alloc_ok(_metadata, a, PAIR - h, 0);
+		ASSERT_TRUE(holes[i] && guards[i]);
+		hva[i] = rbln_block_va(holes[i]);
+		hsize[i] = h;
+	}
+	EXPECT_EQ(PAIRS * PAIR / (2 * MiB), m.alloc_ok);
+	for (i = 0; i < PAIRS; i++)
+		rbln_allocator_free(a, holes[i], 0, 0);
+
+	for (j = 0; j < ROUNDS; j++) {
+		uint64_t want;
+		int best = -1;
+
+		rng = rng * 1103515245u + 12345u;
+		want = 512 * (1 + (rng >> 16) % 7);
+		for (i = 0; i < PAIRS; i++)
+			if (hsize[i] >= want && (best < 0 || hsize[i] < hsize[best] ||
+						 (hsize[i] == hsize[best] && hva[i] < hva[best])))
+				best = i;
+		if (best < 0)
+			break;
+		got[ngot] = alloc_ok(_metadata, a, want, 0);
+		ASSERT_NE(NULL, got[ngot]);
+		if (rbln_block_va(got[ngot]) != hva[best] || rbln_block_size(got[ngot]) != want)
+			mismatches++;
+		ngot++;
+		hva[best] += want;	/* small pool: any remainder >= 512 is split off */
+		hsize[best] -= want;
+	}
+	EXPECT_EQ(0, mismatches);
+	EXPECT_LT(100, ngot);
+	EXPECT_EQ(PAIRS * PAIR / (2 * MiB), m.alloc_ok);
+
+	for (i = 0; i < ngot; i++)
+		rbln_allocator_free(a, got[i], 0, 0);
+	for (i = 0; i < PAIRS; i++)
+		rbln_allocator_free(a, guards[i], 0, 0);
+	struct rbln_allocator_stats st = get_stats(_metadata, a);
+
+	EXPECT_EQ(0, st.active.current);
+	rbln_allocator_empty_cache(a);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.reserved.current);	/* everything coalesced back into whole segments */
+	EXPECT_EQ(0, m.live);
+	rbln_allocator_destroy(a);
+	free(holes);
+	free(guards);
+	free(got);
+	free(hva);
+	free(hsize);
+	mock_fini(&m);
+}
+
+TEST(split_thresholds)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_block *x, *y, *z, *l;
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t seg;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	/* small pool: a 512-byte remainder is split off */
+	x = alloc_ok(_metadata, a, 1 * MiB, 0);
+	ASSERT_NE(NULL, x);
+	seg = rbln_block_va(x);
+	y = alloc_ok(_metadata, a, 1 * MiB - 512, 0);
+	ASSERT_NE(NULL, y);
+	EXPECT_EQ(1 * MiB - 512, rbln_block_size(y));
+	z = alloc_ok(_metadata, a, 512, 0);
+	ASSERT_NE(NULL, z);
+	EXPECT_EQ(seg + 2 * MiB - 512, rbln_block_va(z));
+	EXPECT_EQ(1, m.alloc_ok);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.cached.current);
+
+	/* large pool: a remainder of exactly 1 MiB stays with the block */
+	l = alloc_ok(_metadata, a, 19 * MiB, 0);
+	ASSERT_NE(NULL, l);
+	EXPECT_EQ(20 * MiB, m.last_alloc_size);
+	EXPECT_EQ(20 * MiB, rbln_block_size(l));
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(2 * MiB + 20 * MiB, st.active.current);
+	EXPECT_EQ(2 * MiB + 19 * MiB, st.allocated.current);
+	EXPECT_EQ(0, st.cached.current);
+	rbln_allocator_free(a, l, 0, 0);
+	rbln_allocator_empty_cache(a);
+
+	/* 1 MiB + 512 is more than 1 MiB: split */
+	l = alloc_ok(_metadata, a, 19 * MiB - 512, 0);
+	ASSERT_NE(NULL, l);
+	EXPECT_EQ(20 * MiB, m.last_alloc_size);
+	EXPECT_EQ(19 * MiB - 512, rbln_block_size(l));
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(1 * MiB + 512, st.cached.current);
+	rbln_allocator_free(a, l, 0, 0);
+
+	/* reusing a cached large block: 4 MiB for 3 MiB keeps it whole, 2.5 MiB splits */
+	rbln_allocator_empty_cache(a);
+	l = alloc_ok(_metadata, a, 8 * MiB, 0);	/* a 20 MiB segment */
+	ASSERT_NE(NULL, l);
+	EXPECT_EQ(20 * MiB, m.last_alloc_size);
+	struct rbln_block *l2 = alloc_ok(_metadata, a, 8 * MiB, 0);	/* leaves a 4 MiB tail */
+
+	ASSERT_NE(NULL, l2);
+	EXPECT_EQ(rbln_block_va(l) + 8 * MiB, rbln_block_va(l2));
+	struct rbln_block *t = alloc_ok(_metadata, a, 3 * MiB, 0);
+
+	ASSERT_NE(NULL, t);
+	EXPECT_EQ(4 * MiB, rbln_block_size(t));
+	rbln_allocator_free(a, t, 0, 0);
+	t = alloc_ok(_metadata, a, 2 * MiB + 512 * KiB, 0);
+	ASSERT_NE(NULL, t);
+	EXPECT_EQ(2 * MiB + 512 * KiB, rbln_block_size(t));
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(1 * MiB + 512 * KiB, st.cached.current);
+
+	rbln_allocator_free(a, t, 0, 0);
+	rbln_allocator_free(a, l, 0, 0);
+	rbln_allocator_free(a, l2, 0, 0);
+	rbln_allocator_free(a, x, 0, 0);
+	rbln_allocator_free(a, y, 0, 0);
+	rbln_allocator_free(a, z, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(coalescing)
+{
+	struct rbln_block *b[4], *w;
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t seg;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	for (i = 0; i < 4; i++) {
+		b[i] = alloc_ok(_metadata, a, 512 * KiB, 0);
+		ASSERT_NE(NULL, b[i]);
+	}
+	EXPECT_EQ(1, m.alloc_ok);
+	seg = rbln_block_va(b[0]);
+
+	/* the middle first, then the sides */
+	rbln_allocator_free(a, b[1], 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(0, m.free_calls);
+	rbln_allocator_free(a, b[0], 0, 0);
+	rbln_allocator_free(a, b[3], 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(0, m.free_calls);	/* b[2] still splits the segment */
+	rbln_allocator_free(a, b[2], 0, 0);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(2 * MiB, st.cached.current);
+	EXPECT_EQ(0, st.active.current);
+
+	/* one free block of the segment's size: a 1 MiB request starts at its base */
+	w = alloc_ok(_metadata, a, 1 * MiB, 0);
+	ASSERT_NE(NULL, w);
+	EXPECT_EQ(seg, rbln_block_va(w));
+	EXPECT_EQ(1, m.alloc_ok);
+	rbln_allocator_free(a, w, 0, 0);
+
+	/* and it is unsplit: empty_cache hands it back */
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(1, m.free_calls);
+	EXPECT_EQ(0, m.live);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.reserved.current);
+	EXPECT_EQ(1, st.num_device_free);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(1, m.free_calls);
+	mock_fini(&m);
+}
+
+TEST(stats_exact)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_block *A, *B, *C;
+	struct rbln_allocator *a;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 0, 0, 0, 0);
+	EXPECT_STAT(st.reserved, 0, 0, 0, 0);
+	EXPECT_CUR_PEAK(st.active, 0, 0);
+	EXPECT_CUR_PEAK(st.cached, 0, 0);
+
+	A = alloc_ok(_metadata, a, 1000, 0);
+	ASSERT_NE(NULL, A);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 1000, 1000, 1000, 0);
+	EXPECT_STAT(st.reserved, 2 * MiB, 2 * MiB, 2 * MiB, 0);
+	EXPECT_CUR_PEAK(st.active, 1024, 1024);
+	EXPECT_CUR_PEAK(st.cached, 2 * MiB - 1024, 2 * MiB - 1024);
+	EXPECT_EQ(1, st.num_device_alloc);
+	EXPECT_EQ(0, st.num_device_free);
+
+	B = alloc_ok(_metadata, a, 5 * MiB, 0);
+	ASSERT_NE(NULL, B);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 5 * MiB + 1000, 5 * MiB + 1000, 5 * MiB + 1000, 0);
+	EXPECT_STAT(st.reserved, 22 * MiB, 22 * MiB, 22 * MiB, 0);
+	EXPECT_CUR_PEAK(st.active, 5 * MiB + 1024, 5 * MiB + 1024);
+	EXPECT_CUR_PEAK(st.cached, 17 * MiB - 1024, 17 * MiB - 1024);
+	EXPECT_EQ(2, st.num_device_alloc);
+
+	rbln_allocator_free(a, A, 0, 0);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 5 * MiB, 5 * MiB + 1000, 5 * MiB + 1000, 1000);
+	EXPECT_STAT(st.reserved, 22 * MiB, 22 * MiB, 22 * MiB, 0);
+	EXPECT_CUR_PEAK(st.active, 5 * MiB, 5 * MiB + 1024);
+	EXPECT_CUR_PEAK(st.cached, 17 * MiB, 17 * MiB);
+
+	rbln_allocator_free(a, B, 0, 0);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 0, 5 * MiB + 1000, 5 * MiB + 1000, 5 * MiB + 1000);
+	EXPECT_STAT(st.reserved, 22 * MiB, 22 * MiB, 22 * MiB, 0);
+	EXPECT_CUR_PEAK(st.active, 0, 5 * MiB + 1024);
+	EXPECT_CUR_PEAK(st.cached, 22 * MiB, 22 * MiB);
+
+	rbln_allocator_empty_cache(a);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.reserved, 0, 22 * MiB, 22 * MiB, 22 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 0, 22 * MiB);
+	EXPECT_EQ(2, st.num_device_alloc);
+	EXPECT_EQ(2, st.num_device_free);
+	EXPECT_EQ(2, m.free_calls);
+
+	rbln_allocator_reset_peak(a);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 0, 0, 5 * MiB + 1000, 5 * MiB + 1000);
+	EXPECT_STAT(st.reserved, 0, 0, 22 * MiB, 22 * MiB);
+	EXPECT_CUR_PEAK(st.active, 0, 0);
+	EXPECT_CUR_PEAK(st.cached, 0, 0);
+	EXPECT_EQ(2, st.num_device_alloc);	/* counters are not peaks */
+
+	C = alloc_ok(_metadata, a, 3 * MiB, 0);
+	ASSERT_NE(NULL, C);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 3 * MiB, 3 * MiB, 8 * MiB + 1000, 5 * MiB + 1000);
+	EXPECT_STAT(st.reserved, 20 * MiB, 20 * MiB, 42 * MiB, 22 * MiB);
+	EXPECT_CUR_PEAK(st.active, 3 * MiB, 3 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 17 * MiB, 17 * MiB);
+	EXPECT_EQ(3, st.num_device_alloc);
+
+	rbln_allocator_reset_accumulated(a);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 3 * MiB, 3 * MiB, 0, 0);
+	EXPECT_STAT(st.reserved, 20 * MiB, 20 * MiB, 0, 0);
+	EXPECT_CUR_PEAK(st.active, 3 * MiB, 3 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 17 * MiB, 17 * MiB);
+	EXPECT_EQ(0, st.num_device_alloc);
+	EXPECT_EQ(0, st.num_device_free);
+	EXPECT_EQ(0, st.num_alloc_retries);
+	EXPECT_EQ(0, st.num_ooms);
+
+	rbln_allocator_free(a, C, 0, 0);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 0, 3 * MiB, 0, 3 * MiB);
+	EXPECT_STAT(st.reserved, 20 * MiB, 20 * MiB, 0, 0);
+	EXPECT_CUR_PEAK(st.active, 0, 3 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 20 * MiB, 20 * MiB);
+
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(empty_cache_only_unsplit)
+{
+	struct rbln_block *x, *y, *z, *l;
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	x = alloc_ok(_metadata, a, 1 * MiB, 0);	/* segment 1 */
+	y = alloc_ok(_metadata, a, 1 * MiB, 0);	/* segment 1 */
+	z = alloc_ok(_metadata, a, 512 * KiB, 0);	/* segment 2 */
+	l = alloc_ok(_metadata, a, 5 * MiB, 0);	/* segment 3 (large) */
+	ASSERT_TRUE(x && y && z && l);
+	EXPECT_EQ(3, m.alloc_ok);
+	rbln_allocator_free(a, y, 0, 0);	/* segment 1 stays split by x */
+	rbln_allocator_free(a, z, 0, 0);
+	rbln_allocator_free(a, l, 0, 0);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(24 * MiB, st.reserved.current);
+
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(2, m.free_calls);
+	EXPECT_EQ(1, m.live);
+	EXPECT_EQ(2 * MiB, m.used);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(2 * MiB, st.reserved.current);
+	EXPECT_EQ(1 * MiB, st.cached.current);
+	EXPECT_EQ(2, st.num_device_free);
+	EXPECT_EQ(0, m.sync_calls);	/* nothing pending: no wait */
+
+	/* x still there and usable */
+	EXPECT_EQ(1 * MiB, rbln_block_size(x));
+	rbln_allocator_free(a, x, 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(3, m.free_calls);
+	EXPECT_EQ(0, m.live);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.reserved.current);
+	EXPECT_EQ(0, st.cached.current);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(3, m.free_calls);
+	EXPECT_EQ(0, m.bad_frees);
+	mock_fini(&m);
+}
+
+/* A segment freed by work still in flight is released after a wait, like PyTorch's. */
+TEST(empty_cache_waits_for_pending)
+{
+	struct rbln_allocator *a;
+	struct rbln_block *x;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	x = alloc_ok(_metadata, a, 4096, 1);
+	ASSERT_NE(NULL, x);
+	mock_submit(&m, 7);
+	rbln_allocator_free(a, x, 7, 1);
+	EXPECT_EQ(0, m.sync_calls);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(1, m.sync_calls);
+	EXPECT_EQ(1, m.free_calls);
+	EXPECT_EQ(0, m.live);
+
+	/* with the point already done there is nothing to wait for */
+	x = alloc_ok(_metadata, a, 4096, 1);
+	ASSERT_NE(NULL, x);
+	rbln_allocator_free(a, x, 7, 1);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(1, m.sync_calls);
+	EXPECT_EQ(2, m.free_calls);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+TEST(oom_ladder_retry_succeeds)
+{
+	struct rbln_block *s[4], *big;
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct mock m;
+	int i;
+
+	mock_init(&m, 20 * MiB);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	for (i = 0; i < 4; i++) {
+		s[i] = alloc_ok(_metadata, a, 1 * MiB, 0);
+		ASSERT_NE(NULL, s[i]);
+	}
+	EXPECT_EQ(2, m.alloc_ok);
+	EXPECT_EQ(4 * MiB, m.used);
+	for (i = 0; i < 3; i++)
+		rbln_allocator_free(a, s[i], 0, 0);
+	/* the last one is still used by point 3 on queue 1: only a sync frees it */
+	mock_submit(&m, 3);
+	rbln_allocator_free(a, s[3], 3, 1);
+
+	/* 18 MiB + the 4 MiB cached > 20 MiB: sync, release the cache, retry */
+	big = alloc_ok(_metadata, a, 18 * MiB, 2);
+	ASSERT_NE(NULL, big);
+	EXPECT_EQ(18 * MiB, rbln_block_size(big));
+	EXPECT_EQ(1, m.sync_calls);
+	EXPECT_EQ(4, m.alloc_calls);	/* 2 small, 1 refused, 1 granted */
+	EXPECT_EQ(3, m.alloc_ok);
+	EXPECT_EQ(2, m.free_calls);
+	EXPECT_EQ(18 * MiB, m.used);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(1, st.num_alloc_retries);
+	EXPECT_EQ(0, st.num_ooms);
+	EXPECT_EQ(3, st.num_device_alloc);
+	EXPECT_EQ(2, st.num_device_free);
+	/* the cache went back before the new segment came: the peak never saw 22 MiB */
+	EXPECT_STAT(st.reserved, 18 * MiB, 18 * MiB, 22 * MiB, 4 * MiB);
+	EXPECT_STAT(st.allocated, 18 * MiB, 18 * MiB, 22 * MiB, 4 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 0, 4 * MiB);
+
+	rbln_allocator_free(a, big, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(oom_failure_message)
+{
+	struct rbln_block *A, *S, *out = (void *)1;
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	char msg[512], small[8];
+	struct mock m;
+	int ret;
+
+	mock_init(&m, 24 * MiB);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	A = alloc_ok(_metadata, a, 19 * MiB, 0);	/* a 20 MiB segment, not split: 20 MiB active */
+	S = alloc_ok(_metadata, a, 512 * KiB, 0);	/* a 2 MiB segment, split */
+	ASSERT_TRUE(A && S);
+
+	/* 10.5 MiB needs a 12 MiB segment; 22 + 12 > 24 even after the ladder */
+	ret = rbln_allocator_alloc(a, 10 * MiB + 512 * KiB, 0, &out, msg, sizeof(msg));
+	EXPECT_EQ(-ENOMEM, ret);
+	EXPECT_NULL(out);
+	EXPECT_STREQ("out of device memory: tried to allocate 10.50 MiB; the device has "
+		     "22.00 MiB in use by this process (19.50 MiB allocated, 2.50 MiB reserved "
+		     "but unallocated); free or empty_cache() memory", msg);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(1, st.num_ooms);
+	EXPECT_EQ(1, st.num_alloc_retries);
+	EXPECT_EQ(1, m.sync_calls);
+	EXPECT_EQ(0, m.free_calls);	/* nothing releasable: both segments are in use */
+	EXPECT_EQ(4, m.alloc_calls);
+	EXPECT_EQ(22 * MiB, st.reserved.current);
+	EXPECT_EQ(19 * MiB + 512 * KiB, st.allocated.current);
+	EXPECT_EQ(20 * MiB + 512 * KiB, st.active.current);
+
+	/* no message buffer, and a tiny one, are fine */
+	ret = rbln_allocator_alloc(a, 30 * MiB, 0, &out, NULL, 0);
+	EXPECT_EQ(-ENOMEM, ret);
+	ret = rbln_allocator_alloc(a, 30 * MiB, 0, &out, small, sizeof(small));
+	EXPECT_EQ(-ENOMEM, ret);
+	EXPECT_STREQ("out of ", small);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(3, st.num_ooms);
+	EXPECT_EQ(3, st.num_alloc_retries);
+	EXPECT_EQ(2, st.num_device_alloc);
+
+	/* the counters are accumulated stats */
+	rbln_allocator_reset_accumulated(a);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.num_ooms);
+	EXPECT_EQ(0, st.num_alloc_retries);
+	EXPECT_EQ(0, st.num_device_alloc);
+	EXPECT_EQ(22 * MiB, st.reserved.current);
+
+	/* after freeing, the same request fits */
+	rbln_allocator_free(a, A, 0, 0);
+	out = alloc_ok(_metadata, a, 10 * MiB + 512 * KiB, 0);
+	ASSERT_NE(NULL, out);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.num_ooms);
+	EXPECT_EQ(0, st.num_device_alloc);	/* carved from A's cached 20 MiB */
+	rbln_allocator_free(a, out, 0, 0);
+	rbln_allocator_free(a, S, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(provider_error_passes_through)
+{
+	struct rbln_block *out = NULL;
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct mock m;
+	char msg[256];
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	m.fail_errno = -EIO;
+	EXPECT_EQ(-EIO, rbln_allocator_alloc(a, 4096, 0, &out, msg, sizeof(msg)));
+	EXPECT_NULL(out);
+	EXPECT_NE(0, strlen(msg));
+	EXPECT_EQ(1, m.alloc_calls);
+	EXPECT_EQ(0, m.sync_calls);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.num_alloc_retries);
+	EXPECT_EQ(0, st.num_ooms);
+	EXPECT_EQ(0, st.num_device_alloc);
+	EXPECT_EQ(0, st.reserved.current);
+
+	m.fail_errno = 0;
+	out = alloc_ok(_metadata, a, 4096, 0);
+	ASSERT_NE(NULL, out);
+	rbln_allocator_free(a, out, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(invalid_sizes)
+{
+	struct rbln_block *out = (void *)1;
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct mock m;
+	char msg[256];
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	EXPECT_EQ(-EINVAL, rbln_allocator_alloc(a, 0, 0, &out, msg, sizeof(msg)));
+	EXPECT_NULL(out);
+	EXPECT_NE(0, strlen(msg));
+	EXPECT_EQ(-EINVAL, rbln_allocator_alloc(a, (1ull << 48) + 1, 0, &out, NULL, 0));
+	EXPECT_EQ(-EINVAL, rbln_allocator_alloc(a, UINT64_MAX, 0, &out, NULL, 0));
+	EXPECT_EQ(-EINVAL, rbln_allocator_alloc(a, UINT64_MAX - 100, 0, &out, NULL, 0));
+	EXPECT_EQ(-EINVAL, rbln_allocator_alloc(a, 4096, 0, NULL, NULL, 0));
+	EXPECT_EQ(0, m.alloc_calls);
+
+	/* 2^48 is a size, merely too big for this device */
+	EXPECT_EQ(-ENOMEM, rbln_allocator_alloc(a, 1ull << 48, 0, &out, NULL, 0));
+	EXPECT_EQ(1ull << 48, m.last_alloc_size);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(1, st.num_ooms);
+	EXPECT_EQ(0, st.allocated.current);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+TEST(queue_rule)
+{
+	struct rbln_block *A, *G, *t[4];
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t seg;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	A = alloc_ok(_metadata, a, 4096, 1);
+	G = alloc_ok(_metadata, a, 4096, 1);	/* keeps A's hole apart from the tail */
+	ASSERT_TRUE(A && G);
+	seg = rbln_block_va(A);
+	mock_submit(&m, 5);
+	rbln_allocator_free(a, A, 5, 1);
+
+	/* queue 2 must not get A while point 5 runs */
+	t[0] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[0]);
+	EXPECT_EQ(seg + 8192, rbln_block_va(t[0]));
+	/* queue 1 gets it at once: its work runs after point 5 */
+	t[1] = alloc_ok(_metadata, a, 4096, 1);
+	ASSERT_NE(NULL, t[1]);
+	EXPECT_EQ(seg, rbln_block_va(t[1]));
+
+	/* freed again unused, the memory is still point 5's */
+	rbln_allocator_free(a, t[1], 0, 0);
+	t[2] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[2]);
+	EXPECT_EQ(seg + 12288, rbln_block_va(t[2]));
+
+	/* point 5 done: queue 2 may reuse it (best fit: the exact hole) */
+	mock_complete(&m, 5);
+	t[3] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[3]);
+	EXPECT_EQ(seg, rbln_block_va(t[3]));
+	EXPECT_EQ(1, m.alloc_ok);
+	EXPECT_EQ(0, m.sync_calls);
+
+	for (i = 0; i < 4; i++)
+		if (i != 1)
+			rbln_allocator_free(a, t[i], 0, 0);
+	rbln_allocator_free(a, G, 0, 0);
+	get_stats(_metadata, a);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+/* Each pending block becomes reusable by other queues as soon as its own point is done. */
+TEST(queue_rule_points_complete_one_by_one)
+{
+	struct rbln_block *A, *B, *g[2], *t[3];
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t va_a, va_b;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	B = alloc_ok(_metadata, a, 4096, 1);
+	g[0] = alloc_ok(_metadata, a, 512, 1);
+	A = alloc_ok(_metadata, a, 4096, 1);
+	g[1] = alloc_ok(_metadata, a, 512, 1);
+	ASSERT_TRUE(A && B && g[0] && g[1]);
+	va_a = rbln_block_va(A);
+	va_b = rbln_block_va(B);
+	mock_submit(&m, 8);
+	rbln_allocator_free(a, A, 5, 1);
+	rbln_allocator_free(a, B, 8, 1);
+
+	mock_complete(&m, 5);
+	t[0] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[0]);
+	EXPECT_EQ(va_a, rbln_block_va(t[0]));	/* point 5 done, point 8 not */
+	t[1] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[1]);
+	EXPECT_NE(va_b, rbln_block_va(t[1]));
+	mock_complete(&m, 8);
+	t[2] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[2]);
+	EXPECT_EQ(va_b, rbln_block_va(t[2]));
+
+	for (i = 0; i < 3; i++)
+		rbln_allocator_free(a, t[i], 0, 2);
+	rbln_allocator_free(a, g[0], 0, 1);
+	rbln_allocator_free(a, g[1], 0, 1);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(0, m.live);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/* Pending memory of two queues, coalesced: nobody reuses it before the later point. */
+TEST(queue_rule_mixed_coalesce)
+{
+	struct rbln_block *A, *B, *G, *t[4];
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t seg;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+
+	A = alloc_ok(_metadata, a, 4096, 1);
+	B = alloc_ok(_metadata, a, 4096, 2);
+	G = alloc_ok(_metadata, a, 4096, 1);
+	ASSERT_TRUE(A && B && G);
+	seg = rbln_block_va(A);
+	mock_submit(&m, 6);
+	rbln_allocator_free(a, A, 5, 1);
+	rbln_allocator_free(a, B, 6, 2);	/* merges with A: 8K pending on 1 and 2 */
+
+	t[0] = alloc_ok(_metadata, a, 4096, 1);
+	t[1] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_TRUE(t[0] && t[1]);
+	EXPECT_NE(seg, rbln_block_va(t[0]));
+	EXPECT_NE(seg, rbln_block_va(t[1]));
+	mock_complete(&m, 5);
+	t[2] = alloc_ok(_metadata, a, 4096, 1);
+	ASSERT_NE(NULL, t[2]);
+	EXPECT_NE(seg, rbln_block_va(t[2]));	/* point 6 on queue 2 still runs */
+	mock_complete(&m, 6);
+	t[3] = alloc_ok(_metadata, a, 8192, 3);
+	ASSERT_NE(NULL, t[3]);
+	EXPECT_EQ(seg, rbln_block_va(t[3]));
+	EXPECT_EQ(1, m.alloc_ok);
+
+	for (i = 0; i < 4; i++)
+		rbln_allocator_free(a, t[i], 0, 0);
+	rbln_allocator_free(a, G, 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(0, m.live);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/* The OOM ladder's synchronize makes memory pending on another queue reusable. */
+TEST(oom_ladder_reuses_pending_after_sync)
+{
+	struct rbln_block *x, *y;
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct mock m;
+
+	mock_init(&m, 20 * MiB);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	x = alloc_ok(_metadata, a, 12 * MiB, 1);
+	ASSERT_NE(NULL, x);
+	mock_submit(&m, 9);
+	rbln_allocator_free(a, x, 9, 1);
+
+	/* queue 2: the pending 12 MiB does not qualify, 12 more do not fit, sync, reuse */
+	y = alloc_ok(_metadata, a, 12 * MiB, 2);
+	ASSERT_NE(NULL, y);
+	EXPECT_EQ(1, m.sync_calls);
+	EXPECT_EQ(1, m.alloc_ok);
+	EXPECT_EQ(0, m.free_calls);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(1, st.num_alloc_retries);
+	EXPECT_EQ(0, st.num_ooms);
+	rbln_allocator_free(a, y, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(destroy_returns_every_segment)
+{
+	struct rbln_block *b[8];
+	struct rbln_allocator *a;
+	struct mock m;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	b[0] = alloc_ok(_metadata, a, 100, 0);
+	b[1] = alloc_ok(_metadata, a, 1 * MiB, 0);
+	b[2] = alloc_ok(_metadata, a, 1 * MiB, 1);
+	b[3] = alloc_ok(_metadata, a, 3 * MiB, 0);
+	b[4] = alloc_ok(_metadata, a, 10 * MiB, 0);
+	b[5] = alloc_ok(_metadata, a, 25 * MiB, 2);
+	b[6] = alloc_ok(_metadata, a, 19 * MiB, 0);
+	b[7] = alloc_ok(_metadata, a, 700 * KiB, 0);
+	for (i = 0; i < 8; i++)
+		ASSERT_NE(NULL, b[i]);
+	EXPECT_LT(3, m.live);
+	mock_submit(&m, 4);
+	for (i = 0; i < 8; i++)
+		rbln_allocator_free(a, b[i], i & 1 ? 4 : 0, i % 3);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	EXPECT_EQ(0, m.used);
+	EXPECT_EQ(m.alloc_ok, m.free_calls);
+	EXPECT_EQ(0, m.bad_frees);
+	mock_fini(&m);
+}
+
+/* ---- multi-threaded hammer ------------------------------------------- */
+
+enum { HAMMER_THREADS = 4, HAMMER_OPS = 10000, HAMMER_LIVE = 16, HAMMER_PENDING = 4096 };
+
+struct range {
+	uint64_t va, size, point;
+	uint32_t queue;
+};
+
+struct hammer {
+	struct rbln_allocator *a;
+	struct mock *m;
+	pthread_mutex_t lock;		/* guards the checker's books below */
+	struct range live[HAMMER_THREADS * HAMMER_LIVE];
+	int nlive;
+	struct range pending[HAMMER_PENDING];	/* freed memory with its point */
+	int npending;
+	atomic_uint_least64_t next_point;
+	atomic_int errors, ooms, allocs;
+};
+
+struct hammer_arg {
+	struct hammer *h;
+	int id;
+};
+
+static bool overlaps(const struct range *r, uint64_t va, uint64_t size)
+{
+	return va < r->va + r->size && r->va < va + size;
+}
+
+/* Books a new block: no live block overlaps it, nor memory pending on another queue. */
+static void book_alloc(struct hammer *h, uint64_t va, uint64_t size, uint32_t queue)
+{
+	int i;
+
+	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < h->nlive; i++)
+		if (overlaps(&h->live[i], va, size))
+			atomic_fetch_add(&h->errors, 1);
+	for (i = 0; i < h->npending; i++)
+		if (h->pending[i].queue != queue && overlaps(&h->pending[i], va, size) &&
+		    !mock_point_done(h->m, h->pending[i].point))
+			atomic_fetch_add(&h->errors, 1);
+	h->live[h->nlive++] = (struct range){ .va = va, .size = size };
+	pthread_mutex_unlock(&h->lock);
+}
+
+static void book_free(struct hammer *h, uint64_t va, uint64_t point, uint32_t queue)
+{
+	uint64_t size = 0;
+	int i;
+
+	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < h->nlive; i++) {
+		if (h->live[i].va == va) {
+			size = h->live[i].size;
+			h->live[i] = h->live[--h->nlive];
+			break;
+		}
+	}
+	if (!size)
+		atomic_fetch_add(&h->errors, 1);
+	if (point) {
+		if (h->npending == HAMMER_PENDING) {
+			for (i = 0; i < h->npending; )
+				if (mock_point_done(h->m, h->pending[i].point))
+					h->pending[i] = h->pending[--h->npending];
+				else
+					i++;
+		}
+		if (h->npending < HAMMER_PENDING)
+			h->pending[h->npending++] = (struct range){ va, size, point, queue };
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+static uint32_t xorshift(uint32_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 17;
+	*s ^= *s << 5;
+	return *s;
+}
+
+static bool stats_sane(const struct rbln_allocator_stats *s)
+{
+	return s->cached.current == s->reserved.current - s->active.current &&
+	       s->cached.current >= 0 && s->allocated.current >= 0 &&
+	       s->allocated.current <= s->active.current &&
+	       s->allocated.peak >= s->allocated.current &&
+	       s->reserved.peak >= s->reserved.current &&
+	       s->active.peak >= s->active.current && s->cached.peak >= s->cached.current;
+}
+
+static void *hammer_thread(void *p)
+{
+	struct hammer_arg *arg = p;
+	struct hammer *h = arg->h;
+	struct rbln_block *blocks[HAMMER_LIVE];
+	uint32_t queue = arg->id & 1, rng = 0x9e3779b9u * (arg->id + 1);
+	int n = 0, i;
+
+	for (i = 0; i < HAMMER_OPS; i++) {
+		uint32_t r = xorshift(&rng);
+
+		if (n == 0 || (n < HAMMER_LIVE && (r & 1))) {
+			uint32_t kind = (r >> 1) % 100, r2 = xorshift(&rng);
+			uint64_t size;
+			struct rbln_block *b = NULL;
+			int ret;
+
+			if (kind < 70)
+				size = 1 + r2 % MiB;
+			else if (kind < 97)
+				size = MiB + 1 + r2 % (9 * MiB);
+			else
+				size = 10 * MiB + r2 % (14 * MiB);
+			ret = rbln_allocator_alloc(h->a, size, queue, &b, NULL, 0);
+			if (ret == -ENOMEM) {
+				atomic_fetch_add(&h->ooms, 1);
+				continue;
+			}
+			if (ret || !b || rbln_block_size(b) < size || rbln_block_size(b) % 512 ||
+			    rbln_block_va(b) % 512) {
+				atomic_fetch_add(&h->errors, 1);
+				continue;
+			}
+			atomic_fetch_add(&h->allocs, 1);
+			book_alloc(h, rbln_block_va(b), rbln_block_size(b), queue);
+			blocks[n++] = b;
+		} else {
+			int k = (r >> 1) % n;
+			struct rbln_block *b = blocks[k];
+			uint64_t point = 0;
+
+			if (r & 0x100) {
+				point = atomic_fetch_add(&h->next_point, 1) + 1;
+				mock_submit(h->m, point);
+			}
+			book_free(h, rbln_block_va(b), point, queue);
+			rbln_allocator_free(h->a, b, point, queue);
+			blocks[k] = blocks[--n];
+		}
+		if (i % 64 == 63) {
+			uint64_t np = atomic_load(&h->next_point);
+			uint64_t lag = xorshift(&rng) % 16;
+
+			if (np > lag)
+				mock_complete(h->m, np - lag);
+		}
+		if (i % 100 == 0) {
+			struct rbln_allocator_stats s;
+
+			rbln_allocator_stats(h->a, &s);
+			if (!stats_sane(&s))
+				atomic_fetch_add(&h->errors, 1);
+		}
+		if (i % 2500 == 2499)
+			rbln_allocator_empty_cache(h->a);
+		if (i % 3000 == 1500 && arg->id == 0)
+			rbln_allocator_reset_peak(h->a);
+	}
+	while (n) {
+		struct rbln_block *b = blocks[--n];
+
+		book_free(h, rbln_block_va(b), 0, queue);
+		rbln_allocator_free(h->a, b, 0, queue);
+	}
+	return NULL;
+}
+
+TEST(hammer_threads)
+{
+	struct hammer_arg args[HAMMER_THREADS];
+	pthread_t th[HAMMER_THREADS];
+	struct rbln_allocator_stats st;
+	struct hammer *h;
+	struct mock m;
+	int i;
+
+	h = calloc(1, sizeof(*h));
+	ASSERT_NE(NULL, h);
+	mock_init(&m, 128 * MiB);
+	h->m = &m;
+	h->a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, h->a);
+	pthread_mutex_init(&h->lock, NULL);
+
+	for (i = 0; i < HAMMER_THREADS; i++) {
+		args[i] = (struct hammer_arg){ h, i };
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, hammer_thread, &args[i]));
+	}
+	for (i = 0; i < HAMMER_THREADS; i++)
+		pthread_join(th[i], NULL);
+
+	EXPECT_EQ(0, atomic_load(&h->errors));
+	EXPECT_LT(HAMMER_THREADS * HAMMER_OPS / 4, atomic_load(&h->allocs));
+	TH_LOG("%d allocations, %d OOMs, %d syncs", atomic_load(&h->allocs),
+	       atomic_load(&h->ooms), m.sync_calls);
+	st = get_stats(_metadata, h->a);
+	EXPECT_EQ(0, st.allocated.current);
+	EXPECT_EQ(0, st.active.current);
+	EXPECT_EQ(st.reserved.current, st.cached.current);
+	EXPECT_EQ(st.allocated.total_allocated, st.allocated.total_freed);
+	EXPECT_EQ(m.alloc_ok, st.num_device_alloc);
+	EXPECT_EQ(m.free_calls, st.num_device_free);
+	EXPECT_EQ((int64_t)m.used, st.reserved.current);
+	EXPECT_EQ(atomic_load(&h->ooms), st.num_ooms);
+
+	/* everything free and coalesced: empty_cache (after a wait) returns it all */
+	rbln_allocator_empty_cache(h->a);
+	st = get_stats(_metadata, h->a);
+	EXPECT_EQ(0, st.reserved.current);
+	EXPECT_EQ(0, m.live);
+	rbln_allocator_destroy(h->a);
+	EXPECT_EQ(0, m.live);
+	EXPECT_EQ(0, m.bad_frees);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	mock_fini(&m);
+}
+
+TEST_HARNESS_MAIN
