@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rbln.h - librbln: the torch.rbln API of the RBLN NPU, in C
+ *
+ * Devices, tensors with lazy device allocation, a caching device-memory
+ * allocator with PyTorch's statistics, and synchronization. Every function
+ * is thread-safe. A function that can fail returns RBLN_OK or a negative
+ * rbln_status (or a sentinel documented with it) and leaves a message
+ * naming the problem in rbln_last_error(), per thread.
+ */
+#ifndef RBLN_RBLN_H
+#define RBLN_RBLN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RBLN_API __attribute__((visibility("default")))
+
+typedef enum rbln_status {
+	RBLN_OK			= 0,
+	RBLN_ERROR_INVALID	= -1,	/* a bad argument */
+	RBLN_ERROR_NO_DEVICE	= -2,	/* no such device, or none at all */
+	RBLN_ERROR_OUT_OF_MEMORY = -3,	/* device or host memory exhausted */
+	RBLN_ERROR_DEVICE	= -4,	/* the device failed the work */
+	RBLN_ERROR_BUSY		= -5,	/* a resource is in use */
+	RBLN_ERROR_UNSUPPORTED	= -6,
+} rbln_status;
+
+/* The message of the calling thread's last failure; "" if none. */
+RBLN_API const char *rbln_last_error(void);
+/* A fixed name for a status, e.g. "RBLN_ERROR_INVALID". */
+RBLN_API const char *rbln_status_name(rbln_status status);
+
+/* --- devices ------------------------------------------------------------- */
+
+/* True when at least one RBLN device can be used. */
+RBLN_API bool rbln_is_available(void);
+/* Devices a program can select (after RBLN_VISIBLE_DEVICES); 0 without any. */
+RBLN_API int rbln_device_count(void);
+/* Physical devices visible to the program. */
+RBLN_API int rbln_physical_device_count(void);
+/* The calling thread's current device (0 until set); -1 when there is none. */
+RBLN_API int rbln_current_device(void);
+/* Makes @device the calling thread's current device. */
+RBLN_API rbln_status rbln_set_device(int device);
+/* Parses "rbln", "rbln:N" or "N" into a device index ("rbln": current). */
+RBLN_API rbln_status rbln_device_parse(const char *name, int *device);
+
+/* The device guard: restores the previous current device on exit. */
+typedef struct rbln_device_guard {
+	int previous;	/* -1: the guard did nothing */
+} rbln_device_guard;
+
+/* Enters @device; a negative @device is a no-op guard. */
+RBLN_API rbln_device_guard rbln_device_enter(int device);
+RBLN_API void rbln_device_exit(rbln_device_guard *guard);
+
+/* --- tensors ----------------------------------------------------------------- */
+
+typedef enum rbln_element_type {
+	RBLN_F32	= 0,
+	RBLN_F16	= 1,
+	RBLN_BF16	= 2,
+	RBLN_I32	= 3,
+	RBLN_I8		= 4,
+} rbln_dtype;
+
+#define RBLN_MAX_DIMS	8
+#define RBLN_CPU	(-1)	/* the device of a CPU tensor */
+
+typedef struct rbln_tensor rbln_tensor;
+
+/* Bytes of one element of @dtype; 0 when unknown. */
+RBLN_API size_t rbln_dtype_size(rbln_dtype dtype);
+
+/*
+ * Creates a contiguous tensor of @ndim dimensions on @device (RBLN_CPU or
+ * an RBLN device). On an RBLN device the data lives in host memory until
+ * the first device use (lazy allocation). NULL on failure.
+ */
+RBLN_API rbln_tensor *rbln_tensor_empty(const int64_t *shape, int ndim, rbln_dtype dtype, int device);
+RBLN_API rbln_tensor *rbln_tensor_zeros(const int64_t *shape, int ndim, rbln_dtype dtype, int device);
+/* Every element set to @value, converted to @dtype with the ISA's cast rules. */
+RBLN_API rbln_tensor *rbln_tensor_full(const int64_t *shape, int ndim, rbln_dtype dtype, double value,
+			      int device);
+/* Copies rbln_tensor_nbytes() bytes of element data from @data. */
+RBLN_API rbln_tensor *rbln_tensor_from_data(const void *data, const int64_t *shape, int ndim,
+				   rbln_dtype dtype, int device);
+/* Uniform in [0, 1) for floats, [-128, 127] for integers, reproducible by @seed. */
+RBLN_API rbln_tensor *rbln_tensor_rand(const int64_t *shape, int ndim, rbln_dtype dtype, uint64_t seed,
+			      int device);
+/* Frees a tensor; NULL is a no-op. Its device memory goes back to the cache. */
+RBLN_API void rbln_tensor_free(rbln_tensor *t);
+
+RBLN_API rbln_dtype rbln_tensor_dtype(const rbln_tensor *t);
+RBLN_API int rbln_tensor_ndim(const rbln_tensor *t);
+RBLN_API int64_t rbln_tensor_dim(const rbln_tensor *t, int dim);
+RBLN_API int64_t rbln_tensor_numel(const rbln_tensor *t);
+RBLN_API size_t rbln_tensor_nbytes(const rbln_tensor *t);
+/* RBLN_CPU or the device index; RBLN_ERROR_INVALID for a bad tensor. */
+RBLN_API int rbln_tensor_device(const rbln_tensor *t);
+/* True once the tensor's data lives in device memory. */
+RBLN_API bool rbln_tensor_is_materialized(const rbln_tensor *t);
+
+/* Moves the data to device memory now (what the first device use does). */
+RBLN_API rbln_status rbln_tensor_materialize(rbln_tensor *t);
+
+/*
+ * A copy of @t on @device. A device-to-host copy with @non_blocking set
+ * may still be in flight when this returns: it is complete after
+ * rbln_synchronize() of the source device, and reading the result before
+ * that is a programming error. NULL on failure.
+ */
+RBLN_API rbln_tensor *rbln_tensor_to(rbln_tensor *t, int device, bool non_blocking);
+
+/* Copies the element data to @out (@size >= rbln_tensor_nbytes()), waiting for it. */
+RBLN_API rbln_status rbln_tensor_read(rbln_tensor *t, void *out, size_t size);
+
+/* The device guard of a tensor's device; a no-op for a CPU tensor. */
+RBLN_API rbln_device_guard rbln_device_enter_of(const rbln_tensor *t);
+
+/* --- synchronization and memory ------------------------------------------------ */
+
+/* Waits for every piece of work queued on @device (-1: the current device). */
+RBLN_API rbln_status rbln_synchronize(int device);
+
+/* Releases cached device memory not in use (unsplit segments only). */
+RBLN_API rbln_status rbln_empty_cache(int device);
+
+/* Device memory figures in bytes (-1: current device); negative rbln_status on failure. */
+RBLN_API int64_t rbln_memory_allocated(int device);
+RBLN_API int64_t rbln_memory_reserved(int device);
+RBLN_API int64_t rbln_max_memory_allocated(int device);
+RBLN_API int64_t rbln_max_memory_reserved(int device);
+
+/* A statistic of the allocator, as in torch.rbln.memory_stats(). */
+typedef struct rbln_memory_stat {
+	int64_t current, peak, total_allocated, total_freed;
+} rbln_memory_stat;
+
+struct rbln_memory_stats {
+	rbln_memory_stat allocated;	/* bytes tensors requested */
+	rbln_memory_stat reserved;	/* bytes of segments held from the driver */
+	rbln_memory_stat active;	/* rounded block sizes in use: current, peak */
+	rbln_memory_stat cached;	/* free bytes in held segments: current, peak */
+	int64_t num_alloc_retries;
+	int64_t num_ooms;
+	int64_t num_device_alloc;
+	int64_t num_device_free;
+	/* Lazy allocation: tensors created on the device, not yet in device memory. */
+	int64_t lazy_host_bytes;	/* lazy.host_bytes */
+	int64_t lazy_tensors;		/* lazy.tensors */
+	int64_t lazy_materializations;	/* lazy.materializations */
+};
+
+/* torch.rbln.memory_stats(): the allocator's and the lazy statistics. */
+RBLN_API rbln_status rbln_memory_stats(int device, struct rbln_memory_stats *out);
+
+/*
+ * Walks @stats as (key, value) pairs with the seed's key names
+ * ("allocated.current", ..., "num_device_free", then "lazy.*"): entry @i,
+ * for i from 0 until it returns false.
+ */
+RBLN_API bool rbln_memory_stats_entry(const struct rbln_memory_stats *stats, size_t i,
+			     const char **key, int64_t *value);
+
+RBLN_API rbln_status rbln_reset_peak_memory_stats(int device);
+RBLN_API rbln_status rbln_reset_accumulated_memory_stats(int device);
+
+/* Dtypes automatic mixed precision supports: none yet, so 0. */
+RBLN_API size_t rbln_amp_supported_dtypes(rbln_dtype *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RBLN_RBLN_H */

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rbln_device.c - which devices exist, which one a thread uses, and
+ * opening one on first use
+ *
+ * The set of devices is fixed at the first call: the rbln accel nodes,
+ * filtered and ordered by RBLN_VISIBLE_DEVICES ("0,2": the first and third
+ * node) when it is set.
+ */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xf86drm.h>
+
+#include "rbln_internal.h"
+
+#define MAX_DEVICES 64
+
+static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
+static struct rbln_dev devices[MAX_DEVICES];
+static int device_count;
+static char registry_error[256];
+
+/* -1: not set yet, which means device 0. */
+static _Thread_local int current_device = -1;
+
+static void registry_init(void)
+{
+	unsigned int minors[MAX_DEVICES];
+	const char *visible = getenv("RBLN_VISIBLE_DEVICES");
+	int n = rbln_drm_enumerate(minors, MAX_DEVICES), i;
+
+	if (n < 0) {
+		snprintf(registry_error, sizeof(registry_error),
+			 "cannot list rbln devices: %s", strerror(-n));
+		return;
+	}
+	if (n > MAX_DEVICES)
+		n = MAX_DEVICES;
+
+	if (visible && *visible) {
+		const char *p = visible;
+		char *end;
+
+		while (*p) {
+			long idx = strtol(p, &end, 10);
+
+			if (end == p || idx < 0 || idx >= n || (*end && *end != ',')) {
+				snprintf(registry_error, sizeof(registry_error),
+					 "RBLN_VISIBLE_DEVICES=\"%s\": \"%s\" is not one of the %d devices",
+					 visible, p, n);
+				device_count = 0;
+				return;
+			}
+			for (i = 0; i < device_count; i++) {
+				if (devices[i].minor == minors[idx]) {
+					snprintf(registry_error, sizeof(registry_error),
+						 "RBLN_VISIBLE_DEVICES=\"%s\" names device %ld twice",
+						 visible, idx);
+					device_count = 0;
+					return;
+				}
+			}
+			devices[device_count++].minor = minors[idx];
+			p = *end ? end + 1 : end;
+		}
+	} else {
+		for (i = 0; i < n; i++)
+			devices[device_count++].minor = minors[i];
+	}
+	for (i = 0; i < device_count; i++) {
+		devices[i].once = (pthread_once_t)PTHREAD_ONCE_INIT;
+		pthread_mutex_init(&devices[i].lock, NULL);
+	}
+	if (!device_count)
+		snprintf(registry_error, sizeof(registry_error), "no rbln device on this machine");
+}
+
+static int registry_count(void)
+{
+	pthread_once(&registry_once, registry_init);
+	return device_count;
+}
+
+bool rbln_is_available(void)
+{
+	return registry_count() > 0;
+}
+
+int rbln_device_count(void)
+{
+	return registry_count();
+}
+
+int rbln_physical_device_count(void)
+{
+	return registry_count();
+}
+
+static rbln_status check_device(int device)
+{
+	int n = registry_count();
+
+	if (!n)
+		return rbln_fail(RBLN_ERROR_NO_DEVICE, "%s", registry_error);
+	if (device < 0 || device >= n)
+		return rbln_fail(RBLN_ERROR_NO_DEVICE, "device %d does not exist (%d device%s)",
+				 device, n, n == 1 ? "" : "s");
+	return RBLN_OK;
+}
+
+int rbln_current_device(void)
+{
+	if (!registry_count())
+		return -1;
+	return current_device < 0 ? 0 : current_device;
+}
+
+rbln_status rbln_set_device(int device)
+{
+	rbln_status st = check_device(device);
+
+	if (st == RBLN_OK)
+		current_device = device;
+	return st;
+}
+
+rbln_status rbln_device_parse(const char *name, int *device)
+{
+	const char *p;
+	char *end;
+	long idx;
+
+	if (!name || !device)
+		return rbln_fail(RBLN_ERROR_INVALID, "rbln_device_parse: NULL argument");
+	if (!strcmp(name, "rbln")) {
+		if (!registry_count())
+			return rbln_fail(RBLN_ERROR_NO_DEVICE, "%s", registry_error);
+		*device = rbln_current_device();
+		return RBLN_OK;
+	}
+	p = strncmp(name, "rbln:", 5) ? name : name + 5;
+	errno = 0;
+	idx = strtol(p, &end, 10);
+	if (end == p || *end || errno || idx < 0 || idx > INT32_MAX)
+		return rbln_fail(RBLN_ERROR_INVALID,
+				 "\"%s\" is not a device: use \"rbln\", \"rbln:N\" or \"N\"", name);
+	*device = (int)idx;
+	return check_device(*device);
+}
+
+rbln_device_guard rbln_device_enter(int device)
+{
+	rbln_device_guard guard = { .previous = -1 };
+
+	if (device < 0)
+		return guard;
+	guard.previous = rbln_current_device();
+	if (rbln_set_device(device) != RBLN_OK)
+		guard.previous = -1;
+	return guard;
+}
+
+void rbln_device_exit(rbln_device_guard *guard)
+{
+	if (guard && guard->previous >= 0) {
+		current_device = guard->previous;
+		guard->previous = -1;
+	}
+}
+
+/* --- opening a device --------------------------------------------------------- */
+
+static int seg_alloc(void *ctx, uint64_t size, uint32_t *handle, uint64_t *va)
+{
+	return rbln_drm_bo_create(((struct rbln_dev *)ctx)->drm, size, RBLN_BO_DEVICE, 0, handle,
+				  va);
+}
+
+static void seg_free(void *ctx, uint32_t handle)
+{
+	rbln_drm_bo_close(((struct rbln_dev *)ctx)->drm, handle);
+}
+
+static int seg_synchronize(void *ctx)
+{
+	struct rbln_dev *d = ctx;
+	uint64_t point;
+
+	pthread_mutex_lock(&d->lock);
+	point = d->point;
+	pthread_mutex_unlock(&d->lock);
+	return rbln_wait_point(d, point) == RBLN_OK ? 0 : -EIO;
+}
+
+static bool seg_point_done(void *ctx, uint64_t point)
+{
+	return rbln_point_done(ctx, point);
+}
+
+static const struct rbln_segment_ops segment_ops = {
+	.alloc = seg_alloc,
+	.free = seg_free,
+	.synchronize = seg_synchronize,
+	.point_done = seg_point_done,
+};
+
+static struct rbln_dev *opening;
+
+static void dev_open(void)
+{
+	struct rbln_dev *d = opening;
+	int ret;
+
+	ret = rbln_drm_open(d->minor, &d->drm);
+	if (!ret)
+		ret = rbln_drm_queue_create(d->drm, RBLN_QUEUE_PRIORITY_NORMAL, &d->queue);
+	if (!ret && drmSyncobjCreate(rbln_drm_fd(d->drm), 0, &d->timeline))
+		ret = -errno;
+	if (ret) {
+		d->open_status = RBLN_ERROR_NO_DEVICE;
+		rbln_drm_close(d->drm);
+		d->drm = NULL;
+		return;
+	}
+	d->alloc = rbln_allocator_create(&segment_ops, d);
+	if (!d->alloc)
+		d->open_status = RBLN_ERROR_OUT_OF_MEMORY;
+}
+
+struct rbln_dev *rbln_dev_get(int device)
+{
+	static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+	struct rbln_dev *d;
+
+	if (device == -1)
+		device = rbln_current_device();
+	if (check_device(device) != RBLN_OK)
+		return NULL;
+	d = &devices[device];
+	/* pthread_once takes no argument: pass it under a lock. */
+	pthread_mutex_lock(&open_lock);
+	opening = d;
+	pthread_once(&d->once, dev_open);
+	pthread_mutex_unlock(&open_lock);
+	if (d->open_status != RBLN_OK) {
+		rbln_fail(d->open_status, "cannot open device %d (/dev/accel/accel%u)", device,
+			  d->minor);
+		return NULL;
+	}
+	return d;
+}

@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_runtime - librbln against the real driver: devices, tensors and lazy
+ * allocation, transfers, the caching allocator's statistics, errors
+ *
+ * Run in the VM with emu_devices=2 and emu_mem_mib=64.
+ */
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <rbln/rbln.h>
+
+#include "kselftest_harness.h"
+
+#define MIB (1ll << 20)
+
+/* Sum of drm-total-device over this process's rbln files, from fdinfo. */
+static long long fdinfo_device_bytes(void)
+{
+	char path[64], line[128];
+	long long total = 0;
+	int fd;
+
+	for (fd = 0; fd < 1024; fd++) {
+		unsigned long long v;
+		char unit[8];
+		int is_rbln = 0, n;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			if (!strcmp(line, "drm-driver:\trbln\n"))
+				is_rbln = 1;
+			unit[0] = '\0';
+			n = sscanf(line, "drm-total-device: %llu %7s", &v, unit);
+			if (is_rbln && n >= 1)
+				total += v << (!strcmp(unit, "MiB") ? 20 : !strcmp(unit, "KiB") ? 10 : 0);
+		}
+		fclose(f);
+	}
+	return total;
+}
+
+TEST(devices)
+{
+	int d;
+
+	ASSERT_TRUE(rbln_is_available());
+	EXPECT_EQ(2, rbln_device_count());
+	EXPECT_EQ(2, rbln_physical_device_count());
+	EXPECT_EQ(0, rbln_current_device());
+	EXPECT_EQ(RBLN_OK, rbln_device_parse("rbln:1", &d));
+	EXPECT_EQ(1, d);
+	EXPECT_EQ(RBLN_OK, rbln_device_parse("0", &d));
+	EXPECT_EQ(0, d);
+	EXPECT_EQ(RBLN_OK, rbln_set_device(1));
+	EXPECT_EQ(RBLN_OK, rbln_device_parse("rbln", &d));
+	EXPECT_EQ(1, d);
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_set_device(2));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "device 2 does not exist"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_set_device(-1));
+	EXPECT_EQ(1, rbln_current_device());
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_device_parse("rbln:x", &d));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "\"rbln:x\" is not a device"));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_device_parse("rbln:", &d));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_device_parse("-1", &d));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_device_parse("rbln:7", &d));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_device_parse(NULL, &d));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_device_parse("0", NULL));
+	EXPECT_STREQ("RBLN_ERROR_NO_DEVICE", rbln_status_name(RBLN_ERROR_NO_DEVICE));
+}
+
+static void *current_in_thread(void *arg)
+{
+	*(int *)arg = rbln_current_device();
+	return NULL;
+}
+
+TEST(current_device_is_per_thread)
+{
+	pthread_t th;
+	int other = -5;
+
+	ASSERT_EQ(RBLN_OK, rbln_set_device(1));
+	ASSERT_EQ(0, pthread_create(&th, NULL, current_in_thread, &other));
+	pthread_join(th, NULL);
+	EXPECT_EQ(0, other);
+	EXPECT_EQ(1, rbln_current_device());
+}
+
+TEST(device_guards_nest)
+{
+	rbln_device_guard outer, inner, none;
+	int64_t shape[1] = { 4 };
+	rbln_tensor *cpu, *dev1;
+
+	ASSERT_EQ(RBLN_OK, rbln_set_device(0));
+	outer = rbln_device_enter(1);
+	EXPECT_EQ(1, rbln_current_device());
+	inner = rbln_device_enter(0);
+	EXPECT_EQ(0, rbln_current_device());
+	none = rbln_device_enter(-1);
+	EXPECT_EQ(0, rbln_current_device());
+	rbln_device_exit(&none);
+	rbln_device_exit(&inner);
+	EXPECT_EQ(1, rbln_current_device());
+	rbln_device_exit(&outer);
+	EXPECT_EQ(0, rbln_current_device());
+	rbln_device_exit(&outer);	/* a second exit does nothing */
+	EXPECT_EQ(0, rbln_current_device());
+
+	cpu = rbln_tensor_zeros(shape, 1, RBLN_F32, RBLN_CPU);
+	dev1 = rbln_tensor_zeros(shape, 1, RBLN_F32, 1);
+	ASSERT_NE(NULL, cpu);
+	ASSERT_NE(NULL, dev1);
+	outer = rbln_device_enter_of(cpu);
+	EXPECT_EQ(0, rbln_current_device());
+	rbln_device_exit(&outer);
+	outer = rbln_device_enter_of(dev1);
+	EXPECT_EQ(1, rbln_current_device());
+	rbln_device_exit(&outer);
+	EXPECT_EQ(0, rbln_current_device());
+	rbln_tensor_free(cpu);
+	rbln_tensor_free(dev1);
+}
+
+/* Each child sets RBLN_VISIBLE_DEVICES before its first librbln call. */
+static int visible_count(const char *value)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		setenv("RBLN_VISIBLE_DEVICES", value, 1);
+		_exit(rbln_device_count());
+	}
+	waitpid(pid, &status, 0);
+	return WEXITSTATUS(status);
+}
+
+TEST(visible_devices)
+{
+	EXPECT_EQ(1, visible_count("1"));
+	EXPECT_EQ(2, visible_count("1,0"));
+	EXPECT_EQ(2, visible_count(""));
+	EXPECT_EQ(0, visible_count("0,0"));
+	EXPECT_EQ(0, visible_count("2"));
+	EXPECT_EQ(0, visible_count("zero"));
+}
+
+TEST(lazy_allocation)
+{
+	int64_t shape[2] = { 256, 1024 };	/* 1 MiB of f32 */
+	struct rbln_memory_stats s;
+	rbln_tensor *t;
+	float *data, *back;
+	int64_t i;
+
+	data = malloc(MIB);
+	back = malloc(MIB);
+	ASSERT_NE(NULL, data);
+	for (i = 0; i < MIB / 4; i++)
+		data[i] = (float)i * 0.5f;
+	t = rbln_tensor_from_data(data, shape, 2, RBLN_F32, 0);
+	ASSERT_NE(NULL, t) TH_LOG("%s", rbln_last_error());
+
+	/* Created on the device, but still in host memory. */
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(0, s.allocated.current);
+	EXPECT_EQ(MIB, s.lazy_host_bytes);
+	EXPECT_EQ(1, s.lazy_tensors);
+	EXPECT_FALSE(rbln_tensor_is_materialized(t));
+	EXPECT_EQ(0, rbln_memory_allocated(0));
+
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t)) TH_LOG("%s", rbln_last_error());
+	EXPECT_TRUE(rbln_tensor_is_materialized(t));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(MIB, s.allocated.current);
+	EXPECT_EQ(MIB, s.active.current);
+	EXPECT_EQ(2 * MIB, s.reserved.current);	/* a small-pool segment */
+	EXPECT_EQ(MIB, s.cached.current);
+	EXPECT_EQ(0, s.lazy_host_bytes);
+	EXPECT_EQ(0, s.lazy_tensors);
+	EXPECT_EQ(1, s.lazy_materializations);
+	EXPECT_EQ(1, s.num_device_alloc);
+	/* The driver agrees about reserved memory. */
+	EXPECT_EQ(s.reserved.current, fdinfo_device_bytes());
+
+	memset(back, 0, MIB);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(t, back, MIB));
+	EXPECT_EQ(0, memcmp(data, back, MIB));
+	rbln_tensor_free(t);
+	EXPECT_EQ(0, rbln_memory_allocated(0));
+	EXPECT_EQ(2 * MIB, rbln_memory_reserved(0));
+	ASSERT_EQ(RBLN_OK, rbln_empty_cache(0));
+	EXPECT_EQ(0, rbln_memory_reserved(0));
+	EXPECT_EQ(0, fdinfo_device_bytes());
+	free(data);
+	free(back);
+}
+
+TEST(transfers)
+{
+	int64_t shape[1] = { 3000 };
+	int32_t data[3000], back[3000];
+	rbln_tensor *t, *d0, *d1, *c, *same;
+	int i;
+
+	for (i = 0; i < 3000; i++)
+		data[i] = i * 7 - 1000;
+	t = rbln_tensor_from_data(data, shape, 1, RBLN_I32, RBLN_CPU);
+	ASSERT_NE(NULL, t);
+	d0 = rbln_tensor_to(t, 0, false);
+	ASSERT_NE(NULL, d0);
+	EXPECT_FALSE(rbln_tensor_is_materialized(d0));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(d0));
+
+	/* Device to the same device stays in device memory. */
+	same = rbln_tensor_to(d0, 0, false);
+	ASSERT_NE(NULL, same);
+	EXPECT_TRUE(rbln_tensor_is_materialized(same));
+	/* To another device, through the host. */
+	d1 = rbln_tensor_to(same, 1, false);
+	ASSERT_NE(NULL, d1);
+	EXPECT_EQ(1, rbln_tensor_device(d1));
+
+	/* Non-blocking device-to-host: complete after synchronize. */
+	c = rbln_tensor_to(d1, RBLN_CPU, true);
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(RBLN_OK, rbln_synchronize(1));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, back, sizeof(back)));
+	EXPECT_EQ(0, memcmp(data, back, sizeof(data)));
+	memset(back, 0, sizeof(back));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(same, back, sizeof(back)));
+	EXPECT_EQ(0, memcmp(data, back, sizeof(data)));
+
+	rbln_tensor_free(t);
+	rbln_tensor_free(d0);
+	rbln_tensor_free(d1);
+	rbln_tensor_free(c);
+	rbln_tensor_free(same);
+	EXPECT_EQ(RBLN_OK, rbln_synchronize(-1));
+	EXPECT_EQ(0, rbln_memory_allocated(0));
+	EXPECT_EQ(0, rbln_memory_allocated(1));
+}
+
+TEST(creation_values)
+{
+	int64_t shape[1] = { 5 };
+	uint16_t h[5];
+	int8_t q[5];
+	float f[5];
+	rbln_tensor *t;
+
+	t = rbln_tensor_full(shape, 1, RBLN_I8, 300.0, 0);
+	ASSERT_NE(NULL, t);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(t, q, sizeof(q)));
+	EXPECT_EQ(127, q[4]);	/* saturated */
+	rbln_tensor_free(t);
+	t = rbln_tensor_full(shape, 1, RBLN_BF16, 1.0, 0);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(t, h, sizeof(h)));
+	EXPECT_EQ(0x3f80, h[2]);
+	rbln_tensor_free(t);
+	t = rbln_tensor_rand(shape, 1, RBLN_F32, 42, RBLN_CPU);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(t, f, sizeof(f)));
+	for (int i = 0; i < 5; i++)
+		EXPECT_TRUE(f[i] >= 0.0f && f[i] < 1.0f);
+	rbln_tensor_free(t);
+	EXPECT_EQ(0, rbln_amp_supported_dtypes(NULL, 0));
+}
+
+TEST(stats_walk_and_resets)
+{
+	static const char *const keys[] = {
+		"allocated.current", "allocated.peak", "allocated.total_allocated",
+		"allocated.total_freed", "reserved.current", "reserved.peak",
+		"reserved.total_allocated", "reserved.total_freed", "active.current",
+		"active.peak", "cached.current", "cached.peak", "num_alloc_retries", "num_ooms",
+		"num_device_alloc", "num_device_free", "lazy.host_bytes", "lazy.tensors",
+		"lazy.materializations",
+	};
+	int64_t shape[1] = { 1000 }, value;
+	struct rbln_memory_stats s;
+	const char *key;
+	rbln_tensor *t;
+	size_t i;
+
+	t = rbln_tensor_zeros(shape, 1, RBLN_F32, 0);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t));
+	rbln_tensor_free(t);
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	for (i = 0; rbln_memory_stats_entry(&s, i, &key, &value); i++) {
+		ASSERT_LT(i, sizeof(keys) / sizeof(keys[0]));
+		EXPECT_STREQ(keys[i], key);
+	}
+	EXPECT_EQ(sizeof(keys) / sizeof(keys[0]), i);
+	/* Each test runs in a new process: the numbers are this test's. */
+	EXPECT_EQ(4000, s.allocated.total_allocated);
+	EXPECT_EQ(4000, s.allocated.total_freed);
+	EXPECT_EQ(4000, s.allocated.peak);
+	EXPECT_EQ(4096, s.active.peak);
+
+	ASSERT_EQ(RBLN_OK, rbln_reset_peak_memory_stats(0));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(s.allocated.current, s.allocated.peak);
+	EXPECT_EQ(s.reserved.current, s.reserved.peak);
+	ASSERT_EQ(RBLN_OK, rbln_reset_accumulated_memory_stats(0));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(0, s.allocated.total_allocated);
+	EXPECT_EQ(0, s.reserved.total_freed);
+	EXPECT_EQ(0, s.num_device_alloc);
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_memory_stats(0, NULL));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_stats(9, &s));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_allocated(9));
+	EXPECT_FALSE(rbln_memory_stats_entry(NULL, 0, &key, &value));
+}
+
+TEST(out_of_device_memory)
+{
+	rbln_tensor *t[64];
+	int64_t shape[1] = { 4 * MIB };	/* 4 MiB of i8 */
+	struct rbln_memory_stats s;
+	int n, i;
+
+	for (n = 0; n < 64; n++) {
+		t[n] = rbln_tensor_empty(shape, 1, RBLN_I8, 0);
+		ASSERT_NE(NULL, t[n]);
+		if (rbln_tensor_materialize(t[n]) != RBLN_OK)
+			break;
+	}
+	ASSERT_LT(n, 64);
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "out of device memory"))
+		TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(1, s.num_ooms);
+	EXPECT_GE(s.num_alloc_retries, 1);
+	for (i = 0; i <= n; i++)
+		rbln_tensor_free(t[i]);
+	/* Usable again. */
+	t[0] = rbln_tensor_empty(shape, 1, RBLN_I8, 0);
+	EXPECT_EQ(RBLN_OK, rbln_tensor_materialize(t[0]));
+	rbln_tensor_free(t[0]);
+	EXPECT_EQ(RBLN_OK, rbln_empty_cache(0));
+	EXPECT_EQ(0, rbln_memory_reserved(0));
+}
+
+TEST(bad_input)
+{
+	int64_t shape[2] = { 2, 3 }, neg[1] = { -1 }, huge[2] = { INT64_MAX / 2, 4 };
+	char buf[4];
+	rbln_tensor *t;
+
+	EXPECT_EQ(NULL, rbln_tensor_zeros(neg, 1, RBLN_F32, 0));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "negative"));
+	EXPECT_EQ(NULL, rbln_tensor_zeros(huge, 2, RBLN_F32, 0));
+	EXPECT_EQ(NULL, rbln_tensor_zeros(shape, 2, (rbln_dtype)9, 0));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "unknown dtype"));
+	EXPECT_EQ(NULL, rbln_tensor_zeros(shape, 9, RBLN_F32, 0));
+	EXPECT_EQ(NULL, rbln_tensor_zeros(shape, 2, RBLN_F32, 5));
+	EXPECT_EQ(NULL, rbln_tensor_from_data(NULL, shape, 2, RBLN_F32, 0));
+	t = rbln_tensor_zeros(shape, 2, RBLN_F32, 0);
+	ASSERT_NE(NULL, t);
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_read(t, buf, sizeof(buf)));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_read(t, NULL, 100));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_dim(t, 2));
+	EXPECT_EQ(3, rbln_tensor_dim(t, 1));
+	EXPECT_EQ(6, rbln_tensor_numel(t));
+	EXPECT_EQ(24u, rbln_tensor_nbytes(t));
+	rbln_tensor_free(t);
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_materialize(NULL));
+	EXPECT_EQ(NULL, rbln_tensor_to(NULL, 0, false));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_synchronize(3));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_empty_cache(3));
+	rbln_tensor_free(NULL);
+}
+
+struct hammer {
+	int device;
+	int failures;
+};
+
+static void *hammer(void *arg)
+{
+	struct hammer *h = arg;
+	struct rbln_memory_stats s;
+	int i;
+
+	for (i = 0; i < 150; i++) {
+		int64_t shape[1] = { 1 + (i * 7919) % 50000 };
+		rbln_tensor *t = rbln_tensor_full(shape, 1, RBLN_I32, i, h->device);
+
+		if (!t || rbln_tensor_materialize(t) ||
+		    rbln_memory_stats(h->device, &s) || s.cached.current != s.reserved.current -
+							 s.active.current)
+			h->failures++;
+		if (t && i % 10 == 0 &&
+		    (rbln_tensor_read(t, NULL, 0) != RBLN_ERROR_INVALID))
+			h->failures++;
+		rbln_tensor_free(t);
+	}
+	return NULL;
+}
+
+TEST(threads_hammer_the_allocator)
+{
+	struct hammer h[4] = { { 0, 0 }, { 0, 0 }, { 1, 0 }, { 0, 0 } };
+	pthread_t th[4];
+	int i;
+
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, hammer, &h[i]));
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		EXPECT_EQ(0, h[i].failures);
+	}
+	EXPECT_EQ(0, rbln_memory_allocated(0));
+	EXPECT_EQ(0, rbln_memory_allocated(1));
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_runtime_nodev - librbln on a machine without RBLN devices: no
+ * crash, counts of zero, and clear errors
+ */
+
+#include <string.h>
+
+#include <rbln/rbln.h>
+
+#include "kselftest_harness.h"
+
+TEST(no_device)
+{
+	int64_t shape[1] = { 8 };
+	struct rbln_memory_stats s;
+	rbln_device_guard g;
+	rbln_tensor *t;
+	int d;
+
+	if (access("/sys/bus/rbln_emu", F_OK) == 0)
+		SKIP(return, "rbln.ko is loaded here");
+	EXPECT_FALSE(rbln_is_available());
+	EXPECT_EQ(0, rbln_device_count());
+	EXPECT_EQ(0, rbln_physical_device_count());
+	EXPECT_EQ(-1, rbln_current_device());
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_set_device(0));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "no rbln device"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_device_parse("rbln", &d));
+	EXPECT_EQ(NULL, rbln_tensor_zeros(shape, 1, RBLN_F32, 0));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_synchronize(-1));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_stats(0, &s));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_allocated(-1));
+	g = rbln_device_enter(0);
+	EXPECT_EQ(-1, g.previous);
+	rbln_device_exit(&g);
+
+	/* CPU tensors need no device. */
+	t = rbln_tensor_full(shape, 1, RBLN_F16, 1.5, RBLN_CPU);
+	ASSERT_NE(NULL, t);
+	EXPECT_EQ(RBLN_CPU, rbln_tensor_device(t));
+	EXPECT_EQ(16u, rbln_tensor_nbytes(t));
+	rbln_tensor_free(t);
+}
+
+TEST_HARNESS_MAIN
