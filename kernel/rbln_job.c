@@ -288,6 +288,8 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 		return DRM_GPU_SCHED_STAT_NOMINAL;
 	}
 
+	/* Counted before the fence signals: whoever waits on it sees the reset. */
+	atomic_inc(&rdev->reset_count);
 	/* Abandon the entry on the device; the rest of the ring goes on. */
 	rbln_hw_write(rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_ABORT_LO),
 		      lower_32_bits(fence->base.seqno));
@@ -298,7 +300,6 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 		rbln_fence_retire(ring, fence, -ETIMEDOUT);
 	spin_unlock(&ring->lock);
 
-	atomic_inc(&rdev->reset_count);
 	drm_warn(&rdev->drm, "ring %u: job %llu of context %u timed out; ring reset\n",
 		 ring->index, fence->base.seqno, job->vm->id);
 	snprintf(ring_env, sizeof(ring_env), "RING=%u", ring->index);
