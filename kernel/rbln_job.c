@@ -278,11 +278,22 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 	char ring_env[16], *envp[] = { "RESET=1", ring_env, NULL };
 	int idx;
 
-	if (!drm_dev_enter(&rdev->drm, &idx))
-		return DRM_GPU_SCHED_STAT_ENODEV;
-
-	/* The scheduler took the job off its list: it is ours to free. */
+	/*
+	 * The scheduler took the job off its list: it is ours to free, which
+	 * it does once we return, so its fence must be signaled by then.
+	 */
 	ring->sched.free_guilty = true;
+	/* run_job refused it (banned, removed): it is already done. */
+	if (!job->fence_armed)
+		return DRM_GPU_SCHED_STAT_NOMINAL;
+	if (!drm_dev_enter(&rdev->drm, &idx)) {
+		/* Removal fails every fence; this one may just be on its way. */
+		spin_lock(&ring->lock);
+		if (!list_empty(&fence->link))
+			rbln_fence_retire(ring, fence, -ENODEV);
+		spin_unlock(&ring->lock);
+		return DRM_GPU_SCHED_STAT_ENODEV;
+	}
 	if (dma_fence_is_signaled(&fence->base)) {
 		drm_dev_exit(idx);
 		return DRM_GPU_SCHED_STAT_NOMINAL;
