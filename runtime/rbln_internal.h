@@ -79,4 +79,8 @@ rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point);
 bool rbln_point_done(struct rbln_dev *d, uint64_t point);
 void rbln_reap_locked(struct rbln_dev *d);
 
+/* File-backed host memory (rbln_offload.c) */
+void *rbln_offload_alloc(size_t size, char *path);
+void rbln_offload_free(void *p, size_t size, const char *path);
+
 #endif /* RBLN_INTERNAL_H */

@@ -10,6 +10,7 @@
  */
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ struct rbln_tensor {
 	int device;			/* RBLN_CPU or a device index */
 	pthread_mutex_t lock;		/* protects host, block, last_point */
 	void *host;			/* CPU tensors; device tensors until materialized */
+	char *offload_path;		/* host is a mapping of this file (offload) */
 	struct rbln_block *block;	/* device memory once materialized */
 	uint64_t last_point;		/* last job that used block */
 };
@@ -45,6 +47,18 @@ size_t rbln_dtype_size(rbln_dtype dtype)
 		return 1;
 	}
 	return 0;
+}
+
+/* Frees a tensor's host memory, heap or offload file. */
+static void host_free(rbln_tensor *t)
+{
+	if (t->offload_path && t->host) {
+		rbln_offload_free(t->host, t->nbytes, t->offload_path);
+		free(t->offload_path);
+		t->offload_path = NULL;
+		return;
+	}
+	free(t->host);
 }
 
 static bool tensor_ok(const rbln_tensor *t, const char *fn)
@@ -101,7 +115,22 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 	t->nbytes = numel * esize;
 	t->device = device;
 	pthread_mutex_init(&t->lock, NULL);
-	t->host = malloc(t->nbytes ? t->nbytes : 1);
+	if (device != RBLN_CPU && t->nbytes && rbln_offload_active()) {
+		char path[PATH_MAX];
+
+		t->host = rbln_offload_alloc(t->nbytes, path);
+		t->offload_path = t->host ? strdup(path) : NULL;
+		if (t->host && !t->offload_path) {
+			rbln_offload_free(t->host, t->nbytes, path);
+			t->host = NULL;
+		}
+		if (!t->host) {
+			free(t);
+			return NULL;
+		}
+	} else {
+		t->host = malloc(t->nbytes ? t->nbytes : 1);
+	}
 	if (!t->host) {
 		rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of host memory",
 			  fn, t->nbytes);
@@ -259,7 +288,7 @@ void rbln_tensor_free(rbln_tensor *t)
 		pthread_mutex_unlock(&d->lock);
 	}
 	pthread_mutex_destroy(&t->lock);
-	free(t->host);
+	host_free(t);
 	free(t);
 }
 
@@ -384,7 +413,7 @@ static rbln_status materialize_locked(rbln_tensor *t)
 	d->lazy_tensors--;
 	d->lazy_materializations++;
 	pthread_mutex_unlock(&d->lock);
-	free(t->host);
+	host_free(t);
 	t->host = NULL;
 	return RBLN_OK;
 }

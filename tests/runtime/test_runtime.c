@@ -6,6 +6,7 @@
  * Run in the VM with emu_devices=2 and emu_mem_mib=64.
  */
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,101 @@ TEST(bad_input)
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_synchronize(3));
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_empty_cache(3));
 	rbln_tensor_free(NULL);
+}
+
+/* Files in @dir: the offload files of live tensors. */
+static int count_files(const char *dir)
+{
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+TEST(offload)
+{
+	char dir[] = "/tmp/rbln-offload-XXXXXX";
+	int64_t shape[1] = { 1 << 18 };	/* 1 MiB of f32 */
+	rbln_tensor *plain, *a, *b, *cpu;
+	float *back;
+	int64_t i;
+
+	ASSERT_NE(NULL, mkdtemp(dir));
+	/* A directory that does not exist yet is made. */
+	strcat(dir, "/sub");
+	setenv("RBLN_OFFLOAD_DIR", dir, 1);
+	back = malloc(4 << 18);
+	ASSERT_NE(NULL, back);
+
+	EXPECT_FALSE(rbln_offload_active());
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_offload_exit());
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "not inside"));
+	plain = rbln_tensor_zeros(shape, 1, RBLN_F32, 0);
+	ASSERT_NE(NULL, plain);
+
+	ASSERT_EQ(RBLN_OK, rbln_offload_enter());
+	ASSERT_EQ(RBLN_OK, rbln_offload_enter());
+	EXPECT_TRUE(rbln_offload_active());
+	a = rbln_tensor_full(shape, 1, RBLN_F32, 2.5, 0);
+	ASSERT_NE(NULL, a) TH_LOG("%s", rbln_last_error());
+	/* Only the outermost exit turns it off. */
+	ASSERT_EQ(RBLN_OK, rbln_offload_exit());
+	EXPECT_TRUE(rbln_offload_active());
+	b = rbln_tensor_rand(shape, 1, RBLN_F32, 3, 0);
+	cpu = rbln_tensor_zeros(shape, 1, RBLN_F32, RBLN_CPU);
+	ASSERT_NE(NULL, b);
+	ASSERT_NE(NULL, cpu);
+	ASSERT_EQ(RBLN_OK, rbln_offload_exit());
+	EXPECT_FALSE(rbln_offload_active());
+	/* Device tensors made inside are file-backed; others are not. */
+	EXPECT_EQ(2, count_files(dir));
+
+	/* The data survives the trip through the file and the device. */
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
+	EXPECT_EQ(1, count_files(dir));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(a, back, 4 << 18));
+	for (i = 0; i < (1 << 18); i++)
+		ASSERT_EQ(2.5f, back[i]);
+	rbln_tensor_free(b);
+	EXPECT_EQ(0, count_files(dir));
+	rbln_tensor_free(a);
+	rbln_tensor_free(plain);
+	rbln_tensor_free(cpu);
+	free(back);
+	rmdir(dir);
+	*strrchr(dir, '/') = '\0';
+	rmdir(dir);
+}
+
+static void *toggle_offload(void *arg)
+{
+	int i, *failures = arg;
+
+	for (i = 0; i < 10000; i++)
+		if (rbln_offload_enter() || rbln_offload_exit())
+			(*failures)++;
+	return NULL;
+}
+
+TEST(offload_depth_is_thread_safe)
+{
+	int failures[4] = { 0 }, i;
+	pthread_t th[4];
+
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, toggle_offload, &failures[i]));
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		EXPECT_EQ(0, failures[i]);
+	}
+	EXPECT_FALSE(rbln_offload_active());
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_offload_exit());
 }
 
 struct hammer {

@@ -35,6 +35,13 @@ TEST(no_device)
 	EXPECT_EQ(-1, g.previous);
 	rbln_device_exit(&g);
 
+	/* The offload switch needs no device either. */
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_offload_exit());
+	EXPECT_EQ(RBLN_OK, rbln_offload_enter());
+	EXPECT_TRUE(rbln_offload_active());
+	EXPECT_EQ(RBLN_OK, rbln_offload_exit());
+	EXPECT_FALSE(rbln_offload_active());
+
 	/* CPU tensors need no device. */
 	t = rbln_tensor_full(shape, 1, RBLN_F16, 1.5, RBLN_CPU);
 	ASSERT_NE(NULL, t);

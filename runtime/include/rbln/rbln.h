@@ -172,6 +172,20 @@ RBLN_API bool rbln_memory_stats_entry(const struct rbln_memory_stats *stats, siz
 RBLN_API rbln_status rbln_reset_peak_memory_stats(int device);
 RBLN_API rbln_status rbln_reset_accumulated_memory_stats(int device);
 
+/* --- offload ----------------------------------------------------------------- */
+
+/*
+ * torch.rbln.offload(): between enter and the matching exit (they nest;
+ * the switch is process-wide, with a thread-safe depth), the host memory
+ * backing tensors created on RBLN devices is file-backed under
+ * $RBLN_OFFLOAD_DIR (default ~/.cache/rbln/offload) and never pinned, so
+ * the kernel can page it out. Each file goes with its tensor's host memory.
+ * An exit without an enter is RBLN_ERROR_INVALID.
+ */
+RBLN_API rbln_status rbln_offload_enter(void);
+RBLN_API rbln_status rbln_offload_exit(void);
+RBLN_API bool rbln_offload_active(void);
+
 /* Dtypes automatic mixed precision supports: none yet, so 0. */
 RBLN_API size_t rbln_amp_supported_dtypes(rbln_dtype *out, size_t cap);
 
