@@ -337,48 +337,89 @@ rbln_device_guard rbln_device_enter_of(const rbln_tensor *t)
 	return rbln_device_enter(t && t->magic == TENSOR_MAGIC ? t->device : -1);
 }
 
+/* Staging buffers: this size at most, two in flight at most. */
+#define STAGING_CHUNK	(2u << 20)
+
 /*
- * One DMA job between a device block and a new staging buffer: to the
- * device when @to_device (the staging buffer gets @src first). Returns the
- * job's point; the staging buffer in *@staging when not NULL, else freed
- * after the job.
+ * Copies @bytes between @block and the host memory @host by DMA jobs
+ * through pinned staging buffers of at most STAGING_CHUNK bytes, so a big
+ * tensor never needs its size in pinned memory (offload relies on it).
+ * A device-to-host copy completes before this returns unless
+ * @non_blocking: then rbln_synchronize() completes it. *@last gets the
+ * point of the last job.
  */
-static rbln_status dma_job(struct rbln_dev *d, struct rbln_block *block, bool to_device,
-			   const void *src, size_t bytes, struct rbln_host_buf **staging,
-			   uint64_t *point)
+static rbln_status transfer(struct rbln_dev *d, struct rbln_block *block, bool to_device,
+			    void *host, size_t bytes, bool non_blocking, uint64_t *last)
 {
+	uint64_t inflight[2] = { 0, 0 }, point = 0;
 	struct rbln_host_buf *cmd, *stage;
+	struct rbln_pending_copy *pc;
 	struct rbln_drm_cmd c;
+	size_t off, n, i;
 	uint32_t bos[2];
-	rbln_status st;
+	rbln_status st = RBLN_OK;
 
-	st = rbln_host_buf_new(d, bytes, &stage);
-	if (st)
-		return st;
-	st = rbln_host_buf_new(d, 4096, &cmd);
-	if (st) {
+	for (off = 0, i = 0; off < bytes && !st; off += n, i++) {
+		n = bytes - off < STAGING_CHUNK ? bytes - off : STAGING_CHUNK;
+		/* Bound the pinned memory: the chunk before last must be done. */
+		st = rbln_wait_point(d, inflight[i % 2]);
+		if (st)
+			break;
+		st = rbln_host_buf_new(d, n, &stage);
+		if (st)
+			break;
+		st = rbln_host_buf_new(d, 4096, &cmd);
+		if (st) {
+			pthread_mutex_lock(&d->lock);
+			rbln_host_buf_release(d, stage, 0);
+			pthread_mutex_unlock(&d->lock);
+			break;
+		}
+		if (to_device)
+			memcpy(stage->cpu, (char *)host + off, n);
+		rbln_drm_cmd_init(&c, cmd->cpu, 4096);
+		if (to_device)
+			rbln_drm_cmd_dma_copy(&c, rbln_block_va(block) + off, stage->va, n);
+		else
+			rbln_drm_cmd_dma_copy(&c, stage->va, rbln_block_va(block) + off, n);
+		bos[0] = rbln_block_handle(block);
+		bos[1] = stage->handle;
+
+		pthread_mutex_lock(&d->lock);
+		st = rbln_submit_locked(d, cmd, c.len, bos, 2, &point);
+		rbln_host_buf_release(d, cmd, st ? 0 : point);
+		if (to_device || st) {
+			rbln_host_buf_release(d, stage, st ? 0 : point);
+			stage = NULL;
+		}
+		rbln_reap_locked(d);
+		pthread_mutex_unlock(&d->lock);
+		if (st)
+			break;
+		inflight[i % 2] = point;
+		if (to_device)
+			continue;
+
+		pc = non_blocking ? malloc(sizeof(*pc)) : NULL;
+		if (pc) {
+			pc->staging = stage;
+			pc->point = point;
+			pc->dst = (char *)host + off;
+			pc->bytes = n;
+			pthread_mutex_lock(&d->lock);
+			pc->next = d->copies;
+			d->copies = pc;
+			pthread_mutex_unlock(&d->lock);
+			continue;
+		}
+		st = rbln_wait_point(d, point);
+		if (!st)
+			memcpy((char *)host + off, stage->cpu, n);
+		pthread_mutex_lock(&d->lock);
 		rbln_host_buf_release(d, stage, 0);
-		return st;
+		pthread_mutex_unlock(&d->lock);
 	}
-	if (to_device)
-		memcpy(stage->cpu, src, bytes);
-	rbln_drm_cmd_init(&c, cmd->cpu, 4096);
-	if (to_device)
-		rbln_drm_cmd_dma_copy(&c, rbln_block_va(block), stage->va, bytes);
-	else
-		rbln_drm_cmd_dma_copy(&c, stage->va, rbln_block_va(block), bytes);
-	bos[0] = rbln_block_handle(block);
-	bos[1] = stage->handle;
-
-	pthread_mutex_lock(&d->lock);
-	st = rbln_submit_locked(d, cmd, c.len, bos, 2, point);
-	rbln_host_buf_release(d, cmd, st ? 0 : *point);
-	if (!staging || st)
-		rbln_host_buf_release(d, stage, st ? 0 : *point);
-	rbln_reap_locked(d);
-	pthread_mutex_unlock(&d->lock);
-	if (staging)
-		*staging = st ? NULL : stage;
+	*last = point;
 	return st;
 }
 
@@ -400,7 +441,7 @@ static rbln_status materialize_locked(rbln_tensor *t)
 		return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
 				 "device %d: %s", t->device, ret == -ENOMEM ? msg : strerror(-ret));
 	if (t->nbytes) {
-		st = dma_job(d, t->block, true, t->host, t->nbytes, NULL, &point);
+		st = transfer(d, t->block, true, t->host, t->nbytes, false, &point);
 		if (st) {
 			rbln_allocator_free(d->alloc, t->block, 0, 0);
 			t->block = NULL;
@@ -435,9 +476,6 @@ rbln_status rbln_tensor_materialize(rbln_tensor *t)
 /* Copies @t's data to @out, through the device if it lives there. */
 static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
 {
-	struct rbln_host_buf *stage;
-	struct rbln_pending_copy *pc;
-	struct rbln_dev *d;
 	uint64_t point;
 	rbln_status st;
 
@@ -445,31 +483,10 @@ static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
 		memcpy(out, t->host, t->nbytes);
 		return RBLN_OK;
 	}
-	d = rbln_dev_get(t->device);
-	st = dma_job(d, t->block, false, NULL, t->nbytes, &stage, &point);
-	if (st)
-		return st;
-	t->last_point = point;
-	if (non_blocking) {
-		pc = malloc(sizeof(*pc));
-		if (pc) {
-			pc->staging = stage;
-			pc->point = point;
-			pc->dst = out;
-			pc->bytes = t->nbytes;
-			pthread_mutex_lock(&d->lock);
-			pc->next = d->copies;
-			d->copies = pc;
-			pthread_mutex_unlock(&d->lock);
-			return RBLN_OK;
-		}
-	}
-	st = rbln_wait_point(d, point);
+	st = transfer(rbln_dev_get(t->device), t->block, false, out, t->nbytes, non_blocking,
+		      &point);
 	if (!st)
-		memcpy(out, stage->cpu, t->nbytes);
-	pthread_mutex_lock(&d->lock);
-	rbln_host_buf_release(d, stage, 0);
-	pthread_mutex_unlock(&d->lock);
+		t->last_point = point;
 	return st;
 }
 

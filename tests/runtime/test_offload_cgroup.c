@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_offload_cgroup - the proof of offload(): in a cgroup v2 whose
+ * memory.max is a quarter of the tensors' size (and no swap), creating and
+ * filling the tensors under offload succeeds and their device copies are
+ * exact; without offload the same program is killed by the OOM killer.
+ *
+ * Run in the VM with --scratch (offload files need a disk-backed file
+ * system: the guest's root is tmpfs) and --allow-oom, emu_mem_mib >= 128.
+ */
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <rbln/rbln.h>
+
+#include "kselftest_harness.h"
+
+#define MIB		(1 << 20)
+#define TENSORS		4
+#define TENSOR_BYTES	(16 * MIB)
+#define LIMIT		(TENSORS * TENSOR_BYTES / 4)
+#define CGROUP		"/sys/fs/cgroup/rbln-offload-test"
+
+static int write_file(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, value, strlen(value)) == (ssize_t)strlen(value);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* Exits 0 when every tensor came back exact; killed otherwise, we expect. */
+static int workload(const char *scratch, bool offload)
+{
+	int64_t shape[1] = { TENSOR_BYTES / 4 };
+	rbln_tensor *t[TENSORS];
+	char path[256];
+	float *back;
+	int i, fd;
+	int64_t j;
+
+	if (offload) {
+		snprintf(path, sizeof(path), "%s/offload", scratch);
+		setenv("RBLN_OFFLOAD_DIR", path, 1);
+		rbln_offload_enter();
+	}
+	/* Four times memory.max of tensors, written in full as they are made. */
+	for (i = 0; i < TENSORS; i++) {
+		t[i] = rbln_tensor_full(shape, 1, RBLN_F32, i + 0.5, 0);
+		if (!t[i])
+			return 10;
+	}
+	if (offload)
+		rbln_offload_exit();
+
+	/* Read back into file-backed memory too: anonymous would not fit. */
+	snprintf(path, sizeof(path), "%s/readback", scratch);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, TENSOR_BYTES))
+		return 11;
+	back = mmap(NULL, TENSOR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (back == MAP_FAILED)
+		return 12;
+	for (i = 0; i < TENSORS; i++) {
+		if (rbln_tensor_materialize(t[i]) || rbln_tensor_read(t[i], back, TENSOR_BYTES))
+			return 13;
+		for (j = 0; j < TENSOR_BYTES / 4; j++)
+			if (back[j] != i + 0.5f)
+				return 14;
+		rbln_tensor_free(t[i]);
+	}
+	munmap(back, TENSOR_BYTES);
+	close(fd);
+	unlink(path);
+	return 0;
+}
+
+static pid_t run_in_cgroup(const char *scratch, bool offload)
+{
+	pid_t pid = fork();
+	char self[32];
+
+	if (pid == 0) {
+		snprintf(self, sizeof(self), "%d", getpid());
+		if (write_file(CGROUP "/cgroup.procs", self))
+			_exit(20);
+		_exit(workload(scratch, offload));
+	}
+	return pid;
+}
+
+TEST(offload_keeps_a_memory_limited_process_alive)
+{
+	const char *scratch = getenv("RBLN_VM_SCRATCH");
+	char limit[32];
+	int status;
+	pid_t pid;
+
+	if (!scratch)
+		SKIP(return, "needs rbln-vm --scratch");
+	/* io too: dirty pages of a memory-limited cgroup are then throttled and
+	 * written back for it (cgroup writeback), as on any systemd host. */
+	ASSERT_EQ(0, write_file("/sys/fs/cgroup/cgroup.subtree_control", "+memory +io"));
+	ASSERT_TRUE(mkdir(CGROUP, 0755) == 0 || errno == EEXIST);
+	snprintf(limit, sizeof(limit), "%d", LIMIT);
+	ASSERT_EQ(0, write_file(CGROUP "/memory.max", limit));
+	/* No swap here anyway; say so where the kernel has the knob. */
+	write_file(CGROUP "/memory.swap.max", "0");
+
+	pid = run_in_cgroup(scratch, true);
+	ASSERT_GT(pid, 0);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status)) TH_LOG("with offload: killed by signal %d",
+					      WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	EXPECT_EQ(0, WEXITSTATUS(status));
+
+	pid = run_in_cgroup(scratch, false);
+	ASSERT_GT(pid, 0);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFSIGNALED(status)) TH_LOG("without offload: exit status %d",
+						WEXITSTATUS(status));
+	EXPECT_EQ(SIGKILL, WTERMSIG(status));
+
+	EXPECT_EQ(0, rmdir(CGROUP));
+}
+
+TEST_HARNESS_MAIN
