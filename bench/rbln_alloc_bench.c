@@ -38,33 +38,16 @@
 #include <mimalloc.h>
 #endif
 
-#include "alloc_mix.h"
+#include "alloc_pairs.h"
 #include "rbln_alloc.h"
 
 #define PAIRS		100000		/* alloc+free pairs per thread and run */
 #define RUNS		3		/* timed runs, after one warm-up; the best counts */
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void die(const char *what, int err)
 {
 	fprintf(stderr, "rbln_alloc_bench: %s: %s\n", what, strerror(err < 0 ? -err : err));
 	exit(1);
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n);
-
-	if (!p)
-		die("malloc", ENOMEM);
-	return p;
 }
 
 /* ---- the mock provider ------------------------------------------------ */
@@ -124,48 +107,41 @@ static struct rbln_allocator *mock_allocator(struct mock *m)
 
 /* ---- alloc+free pairs ------------------------------------------------- */
 
-struct heap {
-	const char *name;
-	void *(*alloc)(void *ctx, uint64_t size);
-	void (*free)(void *ctx, void *p);
-	void *ctx;
-};
-
-static void *glibc_alloc(void *ctx, uint64_t size)
+static uintptr_t glibc_alloc(void *ctx, uint64_t size)
 {
 	void *p = malloc(size);
 
 	(void)ctx;
 	if (!p)
 		die("malloc", ENOMEM);
-	return p;
+	return (uintptr_t)p;
 }
 
-static void glibc_free(void *ctx, void *p)
+static void glibc_free(void *ctx, uintptr_t p)
 {
 	(void)ctx;
-	free(p);
+	free((void *)p);
 }
 
 #ifdef HAVE_MIMALLOC
-static void *mi_alloc(void *ctx, uint64_t size)
+static uintptr_t mi_alloc(void *ctx, uint64_t size)
 {
 	void *p = mi_malloc(size);
 
 	(void)ctx;
 	if (!p)
 		die("mi_malloc", ENOMEM);
-	return p;
+	return (uintptr_t)p;
 }
 
-static void mi_release(void *ctx, void *p)
+static void mi_release(void *ctx, uintptr_t p)
 {
 	(void)ctx;
-	mi_free(p);
+	mi_free((void *)p);
 }
 #endif
 
-static void *rbln_heap_alloc(void *ctx, uint64_t size)
+static uintptr_t rbln_heap_alloc(void *ctx, uint64_t size)
 {
 	struct rbln_block *b;
 	char msg[256];
@@ -175,98 +151,13 @@ static void *rbln_heap_alloc(void *ctx, uint64_t size)
 		fprintf(stderr, "rbln_alloc_bench: %s\n", msg);
 		die("rbln_allocator_alloc", ret);
 	}
-	return b;
+	return (uintptr_t)b;
 }
 
-static void rbln_heap_free(void *ctx, void *p)
+static void rbln_heap_free(void *ctx, uintptr_t p)
 {
 	/* Freed with no job in flight: the mock's device is idle. */
-	rbln_allocator_free(ctx, p, 0, 0);
-}
-
-/*
- * One thread's trace: LIVE blocks allocated first (untimed), then PAIRS
- * times the block in a random slot is freed and a new one of the next size
- * allocated in its place.
- */
-struct trace {
-	uint64_t fill[LIVE];
-	uint64_t *size;
-	uint32_t *slot;
-};
-
-static void trace_make(struct trace *t, const struct mix *mix, uint64_t seed)
-{
-	uint64_t s = seed;
-	size_t i;
-
-	t->size = xmalloc(PAIRS * sizeof(*t->size));
-	t->slot = xmalloc(PAIRS * sizeof(*t->slot));
-	for (i = 0; i < LIVE; i++)
-		t->fill[i] = mix->size(&s);
-	for (i = 0; i < PAIRS; i++) {
-		t->size[i] = mix->size(&s);
-		t->slot[i] = (uint32_t)rng_below(&s, LIVE);
-	}
-}
-
-struct worker {
-	pthread_t thread;
-	pthread_barrier_t *barrier;
-	const struct heap *heap;
-	const struct trace *trace;
-	double t0, t1;
-};
-
-static void *pairs_run(void *arg)
-{
-	struct worker *w = arg;
-	const struct heap *h = w->heap;
-	const struct trace *t = w->trace;
-	void *live[LIVE];
-	size_t i;
-
-	for (i = 0; i < LIVE; i++)
-		live[i] = h->alloc(h->ctx, t->fill[i]);
-	pthread_barrier_wait(w->barrier);
-	w->t0 = now();
-	for (i = 0; i < PAIRS; i++) {
-		uint32_t s = t->slot[i];
-
-		h->free(h->ctx, live[s]);
-		live[s] = h->alloc(h->ctx, t->size[i]);
-	}
-	w->t1 = now();
-	for (i = 0; i < LIVE; i++)
-		h->free(h->ctx, live[i]);
-	return NULL;
-}
-
-/* Nanoseconds per pair: wall time over the pairs of every thread. */
-static double pairs_ns(const struct heap *h, const struct trace *traces, unsigned int nthreads)
-{
-	struct worker w[2];
-	pthread_barrier_t barrier;
-	double t0, t1;
-	unsigned int i;
-
-	pthread_barrier_init(&barrier, NULL, nthreads);
-	for (i = 0; i < nthreads; i++) {
-		w[i] = (struct worker){ .barrier = &barrier, .heap = h, .trace = &traces[i] };
-		if (i && pthread_create(&w[i].thread, NULL, pairs_run, &w[i]))
-			die("pthread_create", errno);
-	}
-	pairs_run(&w[0]);
-	for (i = 1; i < nthreads; i++)
-		pthread_join(w[i].thread, NULL);
-	pthread_barrier_destroy(&barrier);
-	t0 = w[0].t0;
-	t1 = w[0].t1;
-	for (i = 1; i < nthreads; i++) {
-		t0 = w[i].t0 < t0 ? w[i].t0 : t0;
-		t1 = w[i].t1 > t1 ? w[i].t1 : t1;
-	}
-	return (t1 - t0) * 1e9 / ((double)PAIRS * nthreads);
+	rbln_allocator_free(ctx, (struct rbln_block *)p, 0, 0);
 }
 
 enum { H_GLIBC, H_MIMALLOC, H_RBLN, H_COUNT };
@@ -289,8 +180,8 @@ static void bench_pairs(const struct mix *mix)
 	heaps[H_MIMALLOC] = (struct heap){ NULL, NULL, NULL, NULL };
 #endif
 	heaps[H_RBLN] = (struct heap){ "rbln_alloc, mock provider", rbln_heap_alloc, rbln_heap_free, a };
-	trace_make(&traces[0], mix, SEED);
-	trace_make(&traces[1], mix, SEED + 1);
+	trace_make(&traces[0], mix, SEED, PAIRS);
+	trace_make(&traces[1], mix, SEED + 1, PAIRS);
 
 	printf("alloc+free pairs, %s\n"
 	       "  (log-uniform, fixed seed), %u live blocks per thread, %u pairs per thread,\n"
@@ -304,7 +195,7 @@ static void bench_pairs(const struct mix *mix)
 			for (h = 0; h < H_COUNT; h++) {
 				if (!heaps[h].name)
 					continue;
-				ns = pairs_ns(&heaps[h], traces, nthreads);
+				ns = pairs_seconds(&heaps[h], traces, nthreads) * 1e9;
 				if (run && ns < best[h])
 					best[h] = ns;
 			}
@@ -326,10 +217,8 @@ static void bench_pairs(const struct mix *mix)
 	printf("  rbln_alloc reserved %" PRId64 " segments from the provider, %.0f MiB at the peak\n\n",
 	       st.num_device_alloc, (double)st.reserved.peak / MiB);
 	rbln_allocator_destroy(a);
-	for (h = 0; h < 2; h++) {
-		free(traces[h].size);
-		free(traces[h].slot);
-	}
+	trace_free(&traces[0]);
+	trace_free(&traces[1]);
 }
 
 /* ---- fragmentation: a transformer's generation loop --------------------- */
@@ -398,7 +287,8 @@ struct replay {
 
 static struct tensor t_alloc(struct replay *r, uint64_t bytes)
 {
-	struct tensor t = { .b = rbln_heap_alloc(r->a, bytes), .seq = r->seq++ };
+	struct tensor t = { .b = (struct rbln_block *)rbln_heap_alloc(r->a, bytes),
+			    .seq = r->seq++ };
 
 	r->allocs++;
 	return t;

@@ -34,18 +34,10 @@
 
 #include <rbln_drm.h>
 
-#include "alloc_mix.h"
+#include "alloc_pairs.h"
 #include "rbln_alloc.h"
 
 #define PAIRS		20000		/* per thread */
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, int err)
 {
@@ -53,32 +45,7 @@ static void die(const char *what, int err)
 	exit(1);
 }
 
-struct trace {
-	uint64_t fill[LIVE];
-	uint64_t size[PAIRS];
-	uint32_t slot[PAIRS];
-};
-
-static void trace_make(struct trace *t, const struct mix *mix, uint64_t seed)
-{
-	uint64_t s = seed;
-	size_t i;
-
-	for (i = 0; i < LIVE; i++)
-		t->fill[i] = mix->size(&s);
-	for (i = 0; i < PAIRS; i++) {
-		t->size[i] = mix->size(&s);
-		t->slot[i] = (uint32_t)rng_below(&s, LIVE);
-	}
-}
-
 /* ---- the two paths ---------------------------------------------------- */
-
-struct path {
-	uintptr_t (*alloc)(void *ctx, uint64_t size);
-	void (*free)(void *ctx, uintptr_t x);
-	void *ctx;
-};
 
 static uintptr_t bo_alloc(void *ctx, uint64_t size)
 {
@@ -148,78 +115,19 @@ static const struct rbln_segment_ops drm_ops = {
 	.point_done = seg_point_done,
 };
 
-struct worker {
-	pthread_t thread;
-	pthread_barrier_t *barrier;
-	const struct path *path;
-	const struct trace *trace;
-	double t0, t1;
-};
-
-/* The LIVE blocks are allocated and freed untimed. */
-static void *pairs_run(void *arg)
-{
-	struct worker *w = arg;
-	const struct path *p = w->path;
-	const struct trace *t = w->trace;
-	uintptr_t live[LIVE];
-	size_t i;
-
-	for (i = 0; i < LIVE; i++)
-		live[i] = p->alloc(p->ctx, t->fill[i]);
-	pthread_barrier_wait(w->barrier);
-	w->t0 = now();
-	for (i = 0; i < PAIRS; i++) {
-		uint32_t s = t->slot[i];
-
-		p->free(p->ctx, live[s]);
-		live[s] = p->alloc(p->ctx, t->size[i]);
-	}
-	w->t1 = now();
-	for (i = 0; i < LIVE; i++)
-		p->free(p->ctx, live[i]);
-	return NULL;
-}
-
-/* Microseconds per pair: wall time over the pairs of every thread. */
-static double pairs_us(const struct path *p, const struct trace *traces, unsigned int nthreads)
-{
-	pthread_barrier_t barrier;
-	struct worker w[2];
-	double t0, t1;
-	unsigned int i;
-
-	pthread_barrier_init(&barrier, NULL, nthreads);
-	for (i = 0; i < nthreads; i++) {
-		w[i] = (struct worker){ .barrier = &barrier, .path = p, .trace = &traces[i] };
-		if (i && pthread_create(&w[i].thread, NULL, pairs_run, &w[i]))
-			die("pthread_create", errno);
-	}
-	pairs_run(&w[0]);
-	for (i = 1; i < nthreads; i++)
-		pthread_join(w[i].thread, NULL);
-	pthread_barrier_destroy(&barrier);
-	t0 = w[0].t0;
-	t1 = w[0].t1;
-	for (i = 1; i < nthreads; i++) {
-		t0 = w[i].t0 < t0 ? w[i].t0 : t0;
-		t1 = w[i].t1 > t1 ? w[i].t1 : t1;
-	}
-	return (t1 - t0) * 1e6 / ((double)PAIRS * nthreads);
-}
-
 static void bench_mix(struct rbln_drm_device *dev, const struct mix *mix)
 {
-	static struct trace t[2], t_cold[2];
+	struct trace t[2], t_cold[2];
 	struct rbln_allocator_stats s0, s1;
 	struct rbln_allocator *a;
-	struct path bo = { bo_alloc, bo_free, dev }, cached = { cached_alloc, cached_free, NULL };
+	struct heap bo = { "BO create/close", bo_alloc, bo_free, dev };
+	struct heap cached = { "rbln_alloc", cached_alloc, cached_free, NULL };
 	double raw, cold, warm;
 	unsigned int i, nthreads;
 
 	for (i = 0; i < 2; i++) {
-		trace_make(&t[i], mix, SEED + i);
-		trace_make(&t_cold[i], mix, SEED + 2 + i);
+		trace_make(&t[i], mix, SEED + i, PAIRS);
+		trace_make(&t_cold[i], mix, SEED + 2 + i, PAIRS);
 	}
 	printf("alloc+free pairs, %s\n"
 	       "  (rbln_alloc_bench's: fixed seed, %u live blocks per thread), %u pairs per thread,\n"
@@ -234,12 +142,12 @@ static void bench_mix(struct rbln_drm_device *dev, const struct mix *mix)
 		 * then warm, as in a running program, over the measured traces
 		 * (which the cache has not seen).
 		 */
-		cold = pairs_us(&cached, t_cold, nthreads);
+		cold = pairs_seconds(&cached, t_cold, nthreads) * 1e6;
 		rbln_allocator_stats(a, &s0);
-		warm = pairs_us(&cached, t, nthreads);
+		warm = pairs_seconds(&cached, t, nthreads) * 1e6;
 		rbln_allocator_stats(a, &s1);
 		rbln_allocator_destroy(a);
-		raw = pairs_us(&bo, t, nthreads);
+		raw = pairs_seconds(&bo, t, nthreads) * 1e6;
 
 		printf("  %u thread%s\n", nthreads, nthreads == 1 ? "" : "s");
 		printf("    %-38s %8.1f us  (baseline)\n", "rbln_alloc, driver provider, warm", warm);
@@ -252,6 +160,10 @@ static void bench_mix(struct rbln_drm_device *dev, const struct mix *mix)
 		       s1.num_device_alloc - s0.num_device_alloc,
 		       s1.num_device_free - s0.num_device_free,
 		       s1.num_alloc_retries - s0.num_alloc_retries, (double)s1.reserved.peak / MiB);
+	}
+	for (i = 0; i < 2; i++) {
+		trace_free(&t[i]);
+		trace_free(&t_cold[i]);
 	}
 	printf("\n");
 }
