@@ -22,6 +22,8 @@
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 static struct rbln_dev devices[MAX_DEVICES];
 static int device_count;
+static struct rbln_ldev ldevs[MAX_DEVICES];
+static int ldev_count;
 static char registry_error[256];
 
 /* -1: not set yet, which means device 0. */
@@ -74,15 +76,20 @@ static void registry_init(void)
 	for (i = 0; i < device_count; i++) {
 		devices[i].once = (pthread_once_t)PTHREAD_ONCE_INIT;
 		pthread_mutex_init(&devices[i].lock, NULL);
+		ldevs[i].index = i;
+		ldevs[i].nmembers = 1;
+		ldevs[i].members[0] = &devices[i];
 	}
+	ldev_count = device_count;
 	if (!device_count)
 		snprintf(registry_error, sizeof(registry_error), "no rbln device on this machine");
 }
 
+/* The number of logical devices. */
 static int registry_count(void)
 {
 	pthread_once(&registry_once, registry_init);
-	return device_count;
+	return ldev_count;
 }
 
 bool rbln_is_available(void)
@@ -97,7 +104,8 @@ int rbln_device_count(void)
 
 int rbln_physical_device_count(void)
 {
-	return registry_count();
+	pthread_once(&registry_once, registry_init);
+	return device_count;
 }
 
 static rbln_status check_device(int device)
@@ -229,27 +237,52 @@ static void dev_open(void)
 	d->alloc = rbln_allocator_create(&segment_ops, d);
 	if (!d->alloc)
 		d->open_status = RBLN_ERROR_OUT_OF_MEMORY;
+	else
+		__atomic_store_n(&d->ready, true, __ATOMIC_RELEASE);
 }
 
-struct rbln_dev *rbln_dev_get(int device)
+/* Physical device @physical, opened on first use; NULL and an error if it cannot be. */
+static struct rbln_dev *pdev_open(int physical)
 {
 	static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
-	struct rbln_dev *d;
+	struct rbln_dev *d = &devices[physical];
 
-	if (device == -1)
-		device = rbln_current_device();
-	if (check_device(device) != RBLN_OK)
-		return NULL;
-	d = &devices[device];
 	/* pthread_once takes no argument: pass it under a lock. */
 	pthread_mutex_lock(&open_lock);
 	opening = d;
 	pthread_once(&d->once, dev_open);
 	pthread_mutex_unlock(&open_lock);
 	if (d->open_status != RBLN_OK) {
-		rbln_fail(d->open_status, "cannot open device %d (/dev/accel/accel%u)", device,
-			  d->minor);
+		rbln_fail(d->open_status, "cannot open physical device %d (/dev/accel/accel%u)",
+			  physical, d->minor);
 		return NULL;
 	}
 	return d;
+}
+
+struct rbln_ldev *rbln_ldev_get(int device)
+{
+	struct rbln_ldev *l;
+	int i;
+
+	if (device == -1)
+		device = rbln_current_device();
+	if (check_device(device) != RBLN_OK)
+		return NULL;
+	l = &ldevs[device];
+	for (i = 0; i < l->nmembers; i++)
+		if (!pdev_open(l->members[i] - devices))
+			return NULL;
+	return l;
+}
+
+struct rbln_dev *rbln_pdev_if_open(int physical)
+{
+	struct rbln_dev *d;
+
+	pthread_once(&registry_once, registry_init);
+	if (physical < 0 || physical >= device_count)
+		return NULL;
+	d = &devices[physical];
+	return __atomic_load_n(&d->ready, __ATOMIC_ACQUIRE) ? d : NULL;
 }

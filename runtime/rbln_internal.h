@@ -51,6 +51,7 @@ struct rbln_dev {
 	unsigned int minor;
 	pthread_once_t once;
 	rbln_status open_status;
+	bool ready;			/* opened: set last, with release */
 	struct rbln_drm_device *drm;
 	uint32_t queue;
 	uint32_t timeline;		/* syncobj: point n = the n-th job */
@@ -61,10 +62,26 @@ struct rbln_dev {
 	struct rbln_host_buf *deferred;	/* host buffers of jobs in flight */
 	struct rbln_pending_copy *copies;
 	int64_t lazy_host_bytes, lazy_tensors, lazy_materializations;
+	int64_t device_bytes;		/* tensor data in device memory */
+	int64_t offloaded_bytes;	/* lazy bytes that are file-backed */
 };
 
-/* The physical device of index @device (-1: current), opened; NULL and an error if none. */
-struct rbln_dev *rbln_dev_get(int device);
+/*
+ * A logical device, what the API's device indices name: the physical
+ * devices a tensor on it is sharded over, in shard order (one unless
+ * RBLN_NPUS_PER_DEVICE or RBLN_DEVICE_MAP group them).
+ */
+#define RBLN_MAX_MEMBERS 16
+struct rbln_ldev {
+	int index;
+	int nmembers;
+	struct rbln_dev *members[RBLN_MAX_MEMBERS];
+};
+
+/* The logical device @device (-1: current) with every member opened; NULL and an error if none. */
+struct rbln_ldev *rbln_ldev_get(int device);
+/* Physical device @physical if it has been opened, else NULL: never opens one. */
+struct rbln_dev *rbln_pdev_if_open(int physical);
 
 /* Host buffers and jobs (rbln_job.c) */
 rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size, struct rbln_host_buf **out);

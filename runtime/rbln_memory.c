@@ -7,36 +7,45 @@
 
 #include "rbln_internal.h"
 
+static void stat_add(rbln_memory_stat *to, const struct rbln_stat *s)
+{
+	to->current += s->current;
+	to->peak += s->peak;
+	to->total_allocated += s->total_allocated;
+	to->total_freed += s->total_freed;
+}
+
+/* A logical device's statistics are the sums of its members'. */
 rbln_status rbln_memory_stats(int device, struct rbln_memory_stats *out)
 {
 	struct rbln_allocator_stats s;
-	struct rbln_dev *d;
+	struct rbln_ldev *l;
+	int i;
 
 	if (!out)
 		return rbln_fail(RBLN_ERROR_INVALID, "rbln_memory_stats: NULL output");
-	d = rbln_dev_get(device);
-	if (!d)
+	l = rbln_ldev_get(device);
+	if (!l)
 		return RBLN_ERROR_NO_DEVICE;
-	rbln_allocator_stats(d->alloc, &s);
 	memset(out, 0, sizeof(*out));
-#define COPY(f) do { \
-		out->f.current = s.f.current; out->f.peak = s.f.peak; \
-		out->f.total_allocated = s.f.total_allocated; out->f.total_freed = s.f.total_freed; \
-	} while (0)
-	COPY(allocated);
-	COPY(reserved);
-	COPY(active);
-	COPY(cached);
-#undef COPY
-	out->num_alloc_retries = s.num_alloc_retries;
-	out->num_ooms = s.num_ooms;
-	out->num_device_alloc = s.num_device_alloc;
-	out->num_device_free = s.num_device_free;
-	pthread_mutex_lock(&d->lock);
-	out->lazy_host_bytes = d->lazy_host_bytes;
-	out->lazy_tensors = d->lazy_tensors;
-	out->lazy_materializations = d->lazy_materializations;
-	pthread_mutex_unlock(&d->lock);
+	for (i = 0; i < l->nmembers; i++) {
+		struct rbln_dev *d = l->members[i];
+
+		rbln_allocator_stats(d->alloc, &s);
+		stat_add(&out->allocated, &s.allocated);
+		stat_add(&out->reserved, &s.reserved);
+		stat_add(&out->active, &s.active);
+		stat_add(&out->cached, &s.cached);
+		out->num_alloc_retries += s.num_alloc_retries;
+		out->num_ooms += s.num_ooms;
+		out->num_device_alloc += s.num_device_alloc;
+		out->num_device_free += s.num_device_free;
+		pthread_mutex_lock(&d->lock);
+		out->lazy_host_bytes += d->lazy_host_bytes;
+		out->lazy_tensors += d->lazy_tensors;
+		out->lazy_materializations += d->lazy_materializations;
+		pthread_mutex_unlock(&d->lock);
+	}
 	return RBLN_OK;
 }
 
@@ -118,34 +127,32 @@ int64_t rbln_max_memory_reserved(int device)
 	return stat_of(device, 3);
 }
 
+/* Applies @fn to the allocator of every member of logical device @device. */
+static rbln_status for_each_member(int device, void (*fn)(struct rbln_allocator *))
+{
+	struct rbln_ldev *l = rbln_ldev_get(device);
+	int i;
+
+	if (!l)
+		return RBLN_ERROR_NO_DEVICE;
+	for (i = 0; i < l->nmembers; i++)
+		fn(l->members[i]->alloc);
+	return RBLN_OK;
+}
+
 rbln_status rbln_reset_peak_memory_stats(int device)
 {
-	struct rbln_dev *d = rbln_dev_get(device);
-
-	if (!d)
-		return RBLN_ERROR_NO_DEVICE;
-	rbln_allocator_reset_peak(d->alloc);
-	return RBLN_OK;
+	return for_each_member(device, rbln_allocator_reset_peak);
 }
 
 rbln_status rbln_reset_accumulated_memory_stats(int device)
 {
-	struct rbln_dev *d = rbln_dev_get(device);
-
-	if (!d)
-		return RBLN_ERROR_NO_DEVICE;
-	rbln_allocator_reset_accumulated(d->alloc);
-	return RBLN_OK;
+	return for_each_member(device, rbln_allocator_reset_accumulated);
 }
 
 rbln_status rbln_empty_cache(int device)
 {
-	struct rbln_dev *d = rbln_dev_get(device);
-
-	if (!d)
-		return RBLN_ERROR_NO_DEVICE;
-	rbln_allocator_empty_cache(d->alloc);
-	return RBLN_OK;
+	return for_each_member(device, rbln_allocator_empty_cache);
 }
 
 size_t rbln_amp_supported_dtypes(rbln_dtype *out, size_t cap)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rbln_explain.h"
 #include "rbln_internal.h"
 
 #define TENSOR_MAGIC 0x72626c6e54656e73ull	/* "rblnTens" */
@@ -47,6 +48,13 @@ size_t rbln_dtype_size(rbln_dtype dtype)
 		return 1;
 	}
 	return 0;
+}
+
+static struct rbln_dev *dev_of(int device)
+{
+	struct rbln_ldev *l = rbln_ldev_get(device);
+
+	return l ? l->members[0] : NULL;
 }
 
 /* Frees a tensor's host memory, heap or offload file. */
@@ -99,7 +107,7 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 		}
 		numel *= shape[i];
 	}
-	if (device != RBLN_CPU && !rbln_dev_get(device))
+	if (device != RBLN_CPU && !dev_of(device))
 		return NULL;
 
 	t = calloc(1, sizeof(*t));
@@ -138,7 +146,7 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 		return NULL;
 	}
 	if (device != RBLN_CPU) {
-		struct rbln_dev *d = rbln_dev_get(device);
+		struct rbln_dev *d = dev_of(device);
 
 		pthread_mutex_lock(&d->lock);
 		d->lazy_host_bytes += t->nbytes;
@@ -276,7 +284,7 @@ void rbln_tensor_free(rbln_tensor *t)
 		return;
 	t->magic = 0;
 	if (t->device != RBLN_CPU) {
-		d = rbln_dev_get(t->device);
+		d = dev_of(t->device);
 		if (t->block)
 			rbln_allocator_free(d->alloc, t->block, t->last_point, 0);
 		pthread_mutex_lock(&d->lock);
@@ -425,7 +433,7 @@ static rbln_status transfer(struct rbln_dev *d, struct rbln_block *block, bool t
 
 static rbln_status materialize_locked(rbln_tensor *t)
 {
-	struct rbln_dev *d = rbln_dev_get(t->device);
+	struct rbln_dev *d = dev_of(t->device);
 	char msg[256];
 	uint64_t point;
 	rbln_status st;
@@ -483,7 +491,7 @@ static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
 		memcpy(out, t->host, t->nbytes);
 		return RBLN_OK;
 	}
-	st = transfer(rbln_dev_get(t->device), t->block, false, out, t->nbytes, non_blocking,
+	st = transfer(dev_of(t->device), t->block, false, out, t->nbytes, non_blocking,
 		      &point);
 	if (!st)
 		t->last_point = point;
@@ -550,7 +558,7 @@ static void finish_copies_locked(struct rbln_dev *d)
 
 rbln_status rbln_synchronize(int device)
 {
-	struct rbln_dev *d = rbln_dev_get(device);
+	struct rbln_dev *d = dev_of(device);
 	uint64_t point;
 	rbln_status st;
 
@@ -565,4 +573,26 @@ rbln_status rbln_synchronize(int device)
 	rbln_reap_locked(d);
 	pthread_mutex_unlock(&d->lock);
 	return st;
+}
+
+void rbln_residency_get(struct rbln_residency *r)
+{
+	struct rbln_allocator_stats s;
+	struct rbln_dev *d;
+	int i;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < rbln_physical_device_count(); i++) {
+		d = rbln_pdev_if_open(i);
+		if (!d)
+			continue;
+		rbln_allocator_stats(d->alloc, &s);
+		r->device_memory_current += s.allocated.current;
+		r->device_memory_peak += s.allocated.peak;
+		pthread_mutex_lock(&d->lock);
+		r->device_bytes += d->device_bytes;
+		r->lazy_bytes += d->lazy_host_bytes;
+		r->offloaded_bytes += d->offloaded_bytes;
+		pthread_mutex_unlock(&d->lock);
+	}
 }
