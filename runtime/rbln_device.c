@@ -5,29 +5,100 @@
  *
  * The set of devices is fixed at the first call: the rbln accel nodes,
  * filtered and ordered by RBLN_VISIBLE_DEVICES ("0,2": the first and third
- * node) when it is set.
+ * node) when it is set, are the physical devices; RBLN_NPUS_PER_DEVICE or
+ * RBLN_DEVICE_MAP group them into the logical devices that the API's
+ * indices name (rbln_device_map.c), one per physical device by default.
  */
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <xf86drm.h>
 
+#include "rbln_device_map.h"
 #include "rbln_internal.h"
 
-#define MAX_DEVICES 64
+#define MAX_DEVICES RBLN_DEVICE_MAP_MAX
 
 static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 static struct rbln_dev devices[MAX_DEVICES];
 static int device_count;
 static struct rbln_ldev ldevs[MAX_DEVICES];
 static int ldev_count;
+static struct rbln_device_map device_map;	/* for rbln_device_summary() */
+static char visible_devices[128];		/* RBLN_VISIBLE_DEVICES, for the same */
 static char registry_error[256];
 
 /* -1: not set yet, which means device 0. */
 static _Thread_local int current_device = -1;
+
+/* Text built up to a size, counting what did not fit like snprintf(). */
+struct text {
+	char *buf;
+	size_t size, len;
+};
+
+static __attribute__((format(printf, 2, 3))) void text_add(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(t->len < t->size ? t->buf + t->len : NULL,
+		      t->len < t->size ? t->size - t->len : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		t->len += n;
+}
+
+/* "3 (/dev/accel/accel3), 4 (/dev/accel/accel4)" for the physical devices @idx. */
+static void text_add_physical(struct text *t, const int *idx, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		text_add(t, "%s%d (/dev/accel/accel%u)", i ? ", " : "", idx[i],
+			 devices[idx[i]].minor);
+}
+
+/*
+ * Builds the logical devices over the device_count physical ones. A
+ * configuration that is wrong leaves no device at all, like a wrong
+ * RBLN_VISIBLE_DEVICES: running on another grouping than the one asked for
+ * would be worse than not running.
+ */
+static void group_devices(void)
+{
+	struct rbln_device_map *m = &device_map;
+	int g, k;
+
+	if (rbln_device_map_build(m, getenv("RBLN_DEVICE_MAP"), getenv("RBLN_NPUS_PER_DEVICE"),
+				  device_count, RBLN_MAX_MEMBERS)) {
+		snprintf(registry_error, sizeof(registry_error), "%s", m->error);
+		device_count = 0;
+		return;
+	}
+	for (g = 0; g < m->ngroups; g++) {
+		ldevs[g].index = g;
+		ldevs[g].nmembers = m->start[g + 1] - m->start[g];
+		for (k = 0; k < ldevs[g].nmembers; k++)
+			ldevs[g].members[k] = &devices[m->member[m->start[g] + k]];
+	}
+	ldev_count = m->ngroups;
+	if (m->nunused) {
+		char line[4096];
+		struct text t = { line, sizeof(line), 0 };
+
+		text_add(&t, "librbln: warning: %s leaves physical device%s ", m->origin,
+			 m->nunused == 1 ? "" : "s");
+		text_add_physical(&t, m->unused, m->nunused);
+		text_add(&t, " unused\n");
+		fputs(line, stderr);
+	}
+}
 
 static void registry_init(void)
 {
@@ -73,16 +144,18 @@ static void registry_init(void)
 		for (i = 0; i < n; i++)
 			devices[device_count++].minor = minors[i];
 	}
+	if (!device_count) {
+		snprintf(registry_error, sizeof(registry_error), "no rbln device on this machine");
+		return;
+	}
+	if (visible && *visible)
+		snprintf(visible_devices, sizeof(visible_devices), "%.100s%s", visible,
+			 strlen(visible) > 100 ? "..." : "");
 	for (i = 0; i < device_count; i++) {
 		devices[i].once = (pthread_once_t)PTHREAD_ONCE_INIT;
 		pthread_mutex_init(&devices[i].lock, NULL);
-		ldevs[i].index = i;
-		ldevs[i].nmembers = 1;
-		ldevs[i].members[0] = &devices[i];
 	}
-	ldev_count = device_count;
-	if (!device_count)
-		snprintf(registry_error, sizeof(registry_error), "no rbln device on this machine");
+	group_devices();
 }
 
 /* The number of logical devices. */
@@ -106,6 +179,40 @@ int rbln_physical_device_count(void)
 {
 	pthread_once(&registry_once, registry_init);
 	return device_count;
+}
+
+int64_t rbln_device_summary(char *buf, size_t size)
+{
+	struct rbln_device_map *m = &device_map;
+	struct text t = { buf, buf ? size : 0, 0 };
+	int g;
+
+	if (!buf && size)
+		return rbln_fail(RBLN_ERROR_INVALID, "rbln_device_summary: NULL buffer of %zu bytes",
+				 size);
+	if (!registry_count())
+		return rbln_fail(RBLN_ERROR_NO_DEVICE, "%s", registry_error);
+	text_add(&t, "%d logical device%s over %d physical device%s", ldev_count,
+		 ldev_count == 1 ? "" : "s", device_count, device_count == 1 ? "" : "s");
+	if (*visible_devices)
+		text_add(&t, " (RBLN_VISIBLE_DEVICES=\"%s\")", visible_devices);
+	text_add(&t, ": %s\n", m->origin);
+	/* From the logical devices themselves: the summary shows what runs. */
+	for (g = 0; g < ldev_count; g++) {
+		int idx[RBLN_MAX_MEMBERS], k;
+
+		for (k = 0; k < ldevs[g].nmembers; k++)
+			idx[k] = ldevs[g].members[k] - devices;
+		text_add(&t, "rbln:%d: physical ", g);
+		text_add_physical(&t, idx, ldevs[g].nmembers);
+		text_add(&t, "\n");
+	}
+	if (m->nunused) {
+		text_add(&t, "unused: physical ");
+		text_add_physical(&t, m->unused, m->nunused);
+		text_add(&t, "\n");
+	}
+	return t.len;
 }
 
 static rbln_status check_device(int device)

@@ -40,10 +40,21 @@ RBLN_API const char *rbln_status_name(rbln_status status);
 
 /* True when at least one RBLN device can be used. */
 RBLN_API bool rbln_is_available(void);
-/* Devices a program can select (after RBLN_VISIBLE_DEVICES); 0 without any. */
+/*
+ * Logical devices, what device indices name: the physical devices grouped
+ * by RBLN_NPUS_PER_DEVICE=N or RBLN_DEVICE_MAP="[0,1],[2,3]", one per
+ * physical device without either; 0 without any or with a malformed setting.
+ */
 RBLN_API int rbln_device_count(void);
-/* Physical devices visible to the program. */
+/* Physical devices visible to the program (after RBLN_VISIBLE_DEVICES). */
 RBLN_API int rbln_physical_device_count(void);
+/*
+ * Writes the mapping, one line per logical device with its physical members
+ * and one for unused physical devices, to @buf like snprintf(): at most
+ * @size bytes with the NUL. Returns the length of the whole summary, or a
+ * negative rbln_status.
+ */
+RBLN_API int64_t rbln_device_summary(char *buf, size_t size);
 /* The calling thread's current device (0 until set); -1 when there is none. */
 RBLN_API int rbln_current_device(void);
 /* Makes @device the calling thread's current device. */

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_logical_devices - RBLN_DEVICE_MAP and RBLN_NPUS_PER_DEVICE against
+ * the real driver: device counts, rbln_device_summary(), the warning about
+ * unused devices, malformed settings, and memory statistics of a logical
+ * device against the driver's figures for its members.
+ *
+ * Run in the VM with emu_devices=4 and nothing else, so that the physical
+ * devices are /dev/accel/accel0..3. The registry is fixed at a process's
+ * first librbln call, so every setting runs in a child of its own.
+ */
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <rbln/rbln.h>
+
+#include "kselftest_harness.h"
+
+#define MIB (1ll << 20)
+
+/* What a process saw of the devices under one setting. */
+struct probe {
+	int count, physical, count_again;
+	bool available;
+	int64_t summary_len;
+	char summary[1024];
+	char summary_error[512];
+	int set_status;
+	char set_error[512];
+	bool tensor_refused;
+	char stderr_text[1024];
+};
+
+static void set_env(const char *name, const char *value)
+{
+	if (value)
+		setenv(name, value, 1);
+	else
+		unsetenv(name);
+}
+
+/* Runs a fresh process under the setting and reports what it saw. */
+static void probe(const char *visible, const char *map, const char *npus, struct probe *out)
+{
+	struct probe *p = mmap(NULL, sizeof(*p), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int err = memfd_create("stderr", MFD_CLOEXEC), status = -1;
+	pid_t pid;
+	ssize_t n;
+
+	memset(out, 0, sizeof(*out));
+	if (p == MAP_FAILED || err < 0) {
+		snprintf(out->stderr_text, sizeof(out->stderr_text), "probe: no shared memory");
+		out->count = -100;
+		return;
+	}
+	memset(p, 0, sizeof(*p));
+	pid = fork();
+	if (pid == 0) {
+		int64_t shape[1] = { 4 };
+		rbln_tensor *t;
+
+		dup2(err, STDERR_FILENO);
+		set_env("RBLN_VISIBLE_DEVICES", visible);
+		set_env("RBLN_DEVICE_MAP", map);
+		set_env("RBLN_NPUS_PER_DEVICE", npus);
+		p->count = rbln_device_count();
+		p->physical = rbln_physical_device_count();
+		p->available = rbln_is_available();
+		p->count_again = rbln_device_count();
+		p->summary_len = rbln_device_summary(p->summary, sizeof(p->summary));
+		if (p->summary_len < 0)
+			snprintf(p->summary_error, sizeof(p->summary_error), "%s", rbln_last_error());
+		/* The first index past the logical devices. */
+		p->set_status = rbln_set_device(p->count);
+		snprintf(p->set_error, sizeof(p->set_error), "%s", rbln_last_error());
+		t = rbln_tensor_zeros(shape, 1, RBLN_F32, p->count);
+		p->tensor_refused = !t;
+		rbln_tensor_free(t);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	memcpy(out, p, sizeof(*out));
+	munmap(p, sizeof(*p));
+	n = pread(err, out->stderr_text, sizeof(out->stderr_text) - 1, 0);
+	out->stderr_text[n > 0 ? n : 0] = '\0';
+	close(err);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		out->count = -200;	/* the child crashed */
+}
+
+TEST(no_setting_is_one_to_one)
+{
+	struct probe p;
+
+	probe(NULL, NULL, NULL, &p);
+	EXPECT_EQ(4, p.count);
+	EXPECT_EQ(4, p.physical);
+	EXPECT_STREQ("4 logical devices over 4 physical devices: one logical device per physical device\n"
+		     "rbln:0: physical 0 (/dev/accel/accel0)\n"
+		     "rbln:1: physical 1 (/dev/accel/accel1)\n"
+		     "rbln:2: physical 2 (/dev/accel/accel2)\n"
+		     "rbln:3: physical 3 (/dev/accel/accel3)\n", p.summary);
+	EXPECT_EQ((int64_t)strlen(p.summary), p.summary_len);
+	EXPECT_STREQ("", p.stderr_text);
+	/* Empty values are unset. */
+	probe(NULL, "", "", &p);
+	EXPECT_EQ(4, p.count);
+}
+
+TEST(map_groups_two_by_two)
+{
+	struct probe p;
+
+	probe(NULL, "[0,1],[2,3]", NULL, &p);
+	EXPECT_EQ(2, p.count);
+	EXPECT_EQ(4, p.physical);
+	EXPECT_TRUE(p.available);
+	EXPECT_STREQ("2 logical devices over 4 physical devices: RBLN_DEVICE_MAP=\"[0,1],[2,3]\"\n"
+		     "rbln:0: physical 0 (/dev/accel/accel0), 1 (/dev/accel/accel1)\n"
+		     "rbln:1: physical 2 (/dev/accel/accel2), 3 (/dev/accel/accel3)\n", p.summary);
+	EXPECT_STREQ("", p.stderr_text);
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, p.set_status);
+	EXPECT_STREQ("device 2 does not exist (2 devices)", p.set_error);
+	EXPECT_TRUE(p.tensor_refused);
+}
+
+TEST(npus_per_device_groups_two_by_two)
+{
+	struct probe p;
+
+	probe(NULL, NULL, "2", &p);
+	EXPECT_EQ(2, p.count);
+	EXPECT_EQ(4, p.physical);
+	EXPECT_STREQ("2 logical devices over 4 physical devices: RBLN_NPUS_PER_DEVICE=2\n"
+		     "rbln:0: physical 0 (/dev/accel/accel0), 1 (/dev/accel/accel1)\n"
+		     "rbln:1: physical 2 (/dev/accel/accel2), 3 (/dev/accel/accel3)\n", p.summary);
+	EXPECT_STREQ("", p.stderr_text);
+}
+
+TEST(map_and_npus_agreeing)
+{
+	struct probe p;
+
+	probe(NULL, "[1,0],[3,2]", "2", &p);
+	EXPECT_EQ(2, p.count);
+	EXPECT_STREQ("2 logical devices over 4 physical devices: "
+		     "RBLN_DEVICE_MAP=\"[1,0],[3,2]\" (RBLN_NPUS_PER_DEVICE=2 agrees)\n"
+		     "rbln:0: physical 1 (/dev/accel/accel1), 0 (/dev/accel/accel0)\n"
+		     "rbln:1: physical 3 (/dev/accel/accel3), 2 (/dev/accel/accel2)\n", p.summary);
+}
+
+TEST(leftovers_are_unused_with_one_warning)
+{
+	struct probe p;
+
+	probe(NULL, NULL, "3", &p);
+	EXPECT_EQ(1, p.count);
+	EXPECT_EQ(1, p.count_again);
+	EXPECT_EQ(4, p.physical);
+	EXPECT_STREQ("1 logical device over 4 physical devices: RBLN_NPUS_PER_DEVICE=3\n"
+		     "rbln:0: physical 0 (/dev/accel/accel0), 1 (/dev/accel/accel1), 2 (/dev/accel/accel2)\n"
+		     "unused: physical 3 (/dev/accel/accel3)\n", p.summary);
+	/* Once, though the registry was asked many times. */
+	EXPECT_STREQ("librbln: warning: RBLN_NPUS_PER_DEVICE=3 leaves physical device 3 (/dev/accel/accel3) unused\n",
+		     p.stderr_text);
+	/* Unused devices are reachable through no index. */
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, p.set_status);
+	EXPECT_STREQ("device 1 does not exist (1 device)", p.set_error);
+}
+
+/* Map indices are physical devices after RBLN_VISIBLE_DEVICES. */
+TEST(map_over_visible_devices)
+{
+	struct probe p;
+
+	probe("3,2,1", "[2,0]", NULL, &p);
+	EXPECT_EQ(1, p.count);
+	EXPECT_EQ(3, p.physical);
+	EXPECT_STREQ("1 logical device over 3 physical devices (RBLN_VISIBLE_DEVICES=\"3,2,1\"): "
+		     "RBLN_DEVICE_MAP=\"[2,0]\"\n"
+		     "rbln:0: physical 2 (/dev/accel/accel1), 0 (/dev/accel/accel3)\n"
+		     "unused: physical 1 (/dev/accel/accel2)\n", p.summary);
+	EXPECT_STREQ("librbln: warning: RBLN_DEVICE_MAP=\"[2,0]\" leaves physical device 1 (/dev/accel/accel2) unused\n",
+		     p.stderr_text);
+	probe("0,1", "[0,1],[2,3]", NULL, &p);
+	EXPECT_EQ(0, p.count);
+	EXPECT_STREQ("RBLN_DEVICE_MAP=\"[0,1],[2,3]\": physical device 2 does not exist (2 physical devices)",
+		     p.summary_error);
+}
+
+/* A malformed setting: no device, the reason everywhere, no crash, no warning. */
+static void expect_rejected(struct __test_metadata *_metadata, const char *map,
+			    const char *npus, const char *message)
+{
+	struct probe p;
+
+	probe(NULL, map, npus, &p);
+	EXPECT_EQ(0, p.count) TH_LOG("%s / %s", map, npus);
+	EXPECT_EQ(0, p.physical);
+	EXPECT_FALSE(p.available);
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, p.summary_len);
+	EXPECT_STREQ(message, p.summary_error);
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, p.set_status);
+	EXPECT_STREQ(message, p.set_error);
+	EXPECT_TRUE(p.tensor_refused);
+	EXPECT_STREQ("", p.stderr_text);
+}
+
+TEST(malformed_settings_leave_no_device)
+{
+	expect_rejected(_metadata, "[0,1],[1,2]", NULL,
+			"RBLN_DEVICE_MAP=\"[0,1],[1,2]\": physical device 1 is in logical devices 0 and 1");
+	expect_rejected(_metadata, "[0,4]", NULL,
+			"RBLN_DEVICE_MAP=\"[0,4]\": physical device 4 does not exist (4 physical devices)");
+	expect_rejected(_metadata, "[0,1],[2,3", NULL,
+			"RBLN_DEVICE_MAP=\"[0,1],[2,3\": logical device 1's group has no ']'");
+	expect_rejected(_metadata, "[0,1] junk", NULL,
+			"RBLN_DEVICE_MAP=\"[0,1] junk\": unexpected \"junk\" after logical device 0's group");
+	expect_rejected(_metadata, "[]", NULL, "RBLN_DEVICE_MAP=\"[]\": logical device 0's group is empty");
+	expect_rejected(_metadata, "[0,x]", NULL,
+			"RBLN_DEVICE_MAP=\"[0,x]\": \"x\" is not a physical device index");
+	expect_rejected(_metadata, NULL, "0",
+			"RBLN_NPUS_PER_DEVICE=0: a logical device needs at least 1 physical device");
+	expect_rejected(_metadata, NULL, "5", "RBLN_NPUS_PER_DEVICE=5 is more than the 4 physical devices");
+	expect_rejected(_metadata, "[0,1],[2,3]", "4",
+			"RBLN_DEVICE_MAP=\"[0,1],[2,3]\": logical device 0 has 2 members but RBLN_NPUS_PER_DEVICE=4");
+}
+
+/* Sum of drm-total-device over this process's files of /dev/accel/accel@minor. */
+static long long fdinfo_device_bytes(int minor)
+{
+	char path[64], node[64], want[32], line[128];
+	long long total = 0;
+	int fd;
+
+	snprintf(want, sizeof(want), "/dev/accel/accel%d", minor);
+	for (fd = 0; fd < 1024; fd++) {
+		unsigned long long v;
+		ssize_t len;
+		char unit[8];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		len = readlink(path, node, sizeof(node) - 1);
+		if (len < 0)
+			continue;
+		node[len] = '\0';
+		if (strcmp(node, want))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			unit[0] = '\0';
+			if (sscanf(line, "drm-total-device: %llu %7s", &v, unit) >= 1)
+				total += v << (!strcmp(unit, "MiB") ? 20 : !strcmp(unit, "KiB") ? 10 : 0);
+		}
+		fclose(f);
+	}
+	return total;
+}
+
+/*
+ * The statistics of a logical device are its members' together: reserved
+ * memory is what the driver reports for the member nodes' files, and the
+ * other logical device's members hold nothing.
+ */
+TEST(memory_stats_add_up_the_members)
+{
+	int64_t shape[2] = { 4, 64 * 1024 };	/* 1 MiB of f32, 512 KiB per pair of rows */
+	struct rbln_memory_stats s, s0;
+	rbln_tensor *t;
+	float *back;
+	int64_t i;
+
+	setenv("RBLN_DEVICE_MAP", "[0,1],[2,3]", 1);
+	unsetenv("RBLN_NPUS_PER_DEVICE");
+	unsetenv("RBLN_VISIBLE_DEVICES");
+	ASSERT_EQ(2, rbln_device_count());
+
+	t = rbln_tensor_full(shape, 2, RBLN_F32, 1.5, 1);
+	ASSERT_NE(NULL, t) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(1, &s));
+	EXPECT_EQ(MIB, s.lazy_host_bytes);
+	EXPECT_EQ(0, s.reserved.current);
+
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t)) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(1, &s));
+	EXPECT_EQ(MIB, s.allocated.current);
+	EXPECT_EQ(0, s.lazy_host_bytes);
+	EXPECT_LT(0, s.reserved.current);
+	EXPECT_EQ(s.reserved.current, fdinfo_device_bytes(2) + fdinfo_device_bytes(3));
+	EXPECT_EQ(s.reserved.current, rbln_memory_reserved(1));
+	EXPECT_EQ(MIB, rbln_memory_allocated(1));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s0));
+	EXPECT_EQ(0, s0.reserved.current);
+	EXPECT_EQ(0, fdinfo_device_bytes(0) + fdinfo_device_bytes(1));
+
+	back = malloc(MIB);
+	ASSERT_NE(NULL, back);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(t, back, MIB));
+	for (i = 0; i < MIB / 4; i++)
+		if (back[i] != 1.5f)
+			break;
+	EXPECT_EQ(MIB / 4, i);
+	free(back);
+
+	rbln_tensor_free(t);
+	EXPECT_EQ(0, rbln_memory_allocated(1));
+	EXPECT_EQ(MIB, rbln_max_memory_allocated(1));
+	ASSERT_EQ(RBLN_OK, rbln_empty_cache(1));
+	EXPECT_EQ(0, rbln_memory_reserved(1));
+	EXPECT_EQ(0, fdinfo_device_bytes(2) + fdinfo_device_bytes(3));
+}
+
+TEST(summary_arguments)
+{
+	char small[8];
+	int64_t full;
+
+	unsetenv("RBLN_DEVICE_MAP");
+	unsetenv("RBLN_VISIBLE_DEVICES");
+	setenv("RBLN_NPUS_PER_DEVICE", "2", 1);
+	/* Like snprintf: the whole length, whatever fits, always terminated. */
+	full = rbln_device_summary(NULL, 0);
+	EXPECT_LT(8, full);
+	memset(small, 'x', sizeof(small));
+	EXPECT_EQ(full, rbln_device_summary(small, sizeof(small)));
+	EXPECT_STREQ("2 logic", small);
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_device_summary(NULL, 8));
+	EXPECT_STREQ("rbln_device_summary: NULL buffer of 8 bytes", rbln_last_error());
+}
+
+TEST_HARNESS_MAIN
