@@ -200,6 +200,113 @@ RBLN_API bool rbln_offload_active(void);
 /* Dtypes automatic mixed precision supports: none yet, so 0. */
 RBLN_API size_t rbln_amp_supported_dtypes(rbln_dtype *out, size_t cap);
 
+/* --- explain ----------------------------------------------------------------- */
+
+/*
+ * torch.rbln.explain(): a region that counts the hidden overhead of ops
+ * (programs recompiled, ops run on the CPU, data bouncing through the
+ * host) and says what to do about it. One region at a time, process-wide:
+ * every thread's ops count. Nothing is recorded, and nothing costs, while
+ * no region is open.
+ */
+typedef struct rbln_explain rbln_explain;
+typedef struct rbln_explain rbln_profile;	/* torch.rbln.RBLNProfile */
+
+/* The overhead signals: recompile, cpu_fallback, host_bounce. */
+#define RBLN_EXPLAIN_SIGNALS	3
+
+struct rbln_explain_verdict {
+	bool clean;				/* no signal fired */
+	size_t nreasons;			/* one per signal that fired */
+	const char *reasons[RBLN_EXPLAIN_SIGNALS];	/* e.g. "3 recompiles (matmul x2, add x1)" */
+};
+
+struct rbln_explain_counter {
+	int64_t count;
+	int64_t ns;				/* host time of those dispatches */
+};
+
+/* A caller of an op (with_stack): "fn+0x1d (/path/prog)" or "/path/prog+0x11d9". */
+struct rbln_explain_site_count {
+	const char *site;
+	int64_t count;
+};
+
+struct rbln_explain_op_count {
+	const char *op;
+	int64_t count;
+	size_t nsites;				/* 0 without with_stack */
+	const struct rbln_explain_site_count *sites;	/* most frequent first */
+};
+
+struct rbln_explain_bounce_site {
+	const char *site;			/* "softmax: device->host[ at <caller>]" */
+	const char *op;
+	bool to_host;				/* device to host, else host to device */
+	const char *caller;			/* NULL without with_stack */
+	int64_t count;
+	int64_t bytes;
+};
+
+/*
+ * Every number of an ended region. The pointers belong to the region and
+ * live until rbln_explain_free(); arrays are sorted, largest first.
+ */
+struct rbln_explain_dump {
+	bool with_stack;
+	int64_t wall_ns;			/* from begin to end */
+	struct {
+		struct rbln_explain_counter total, warm_hit, recompile, cpu_fallback;
+	} dispatch;
+	size_t nrecompile_ops;
+	const struct rbln_explain_op_count *recompiles_by_op;
+	size_t nfallback_ops;
+	const struct rbln_explain_op_count *fallbacks_by_op;
+	struct {
+		int64_t count, bytes;
+		int64_t to_host_count, to_host_bytes;
+		int64_t to_device_count, to_device_bytes;
+		size_t nsites;
+		const struct rbln_explain_bounce_site *by_site;
+	} host_bounce;
+	struct {
+		int64_t device_bytes;		/* tensor data in device memory */
+		int64_t lazy_bytes;		/* device tensors' data still in host memory */
+		int64_t offloaded_bytes;	/* of the lazy bytes, file-backed */
+	} residency;
+	struct {
+		int64_t current, peak;		/* allocated.*, summed over devices */
+	} device_memory;
+	/* Events counted in the totals but, out of memory, not by op or site. */
+	int64_t unattributed;
+};
+
+/*
+ * Opens the region; @with_stack also records the caller of each
+ * recompiled, fallen-back or bouncing op. NULL and RBLN_ERROR_BUSY while
+ * another region is open (from any thread).
+ */
+RBLN_API rbln_explain *rbln_explain_begin(bool with_stack);
+/* Closes the region (any thread may) and takes its figures; once only. */
+RBLN_API rbln_status rbln_explain_end(rbln_explain *e);
+/* After end: the report text, owned by @e; NULL on a bad handle. */
+RBLN_API const char *rbln_explain_report(rbln_explain *e);
+RBLN_API rbln_status rbln_explain_verdict(const rbln_explain *e, struct rbln_explain_verdict *out);
+RBLN_API rbln_status rbln_explain_dump(const rbln_explain *e, struct rbln_explain_dump *out);
+/* The dump and the verdict as JSON; the caller frees it. NULL on failure. */
+RBLN_API char *rbln_explain_dump_json(const rbln_explain *e);
+/* Frees @e, ending it first if it is open; NULL is a no-op. */
+RBLN_API void rbln_explain_free(rbln_explain *e);
+
+/* torch.rbln.profile: the same functions under their older names. */
+RBLN_API rbln_profile *rbln_profile_begin(bool with_stack);
+RBLN_API rbln_status rbln_profile_end(rbln_profile *p);
+RBLN_API const char *rbln_profile_report(rbln_profile *p);
+RBLN_API rbln_status rbln_profile_verdict(const rbln_profile *p, struct rbln_explain_verdict *out);
+RBLN_API rbln_status rbln_profile_dump(const rbln_profile *p, struct rbln_explain_dump *out);
+RBLN_API char *rbln_profile_dump_json(const rbln_profile *p);
+RBLN_API void rbln_profile_free(rbln_profile *p);
+
 #ifdef __cplusplus
 }
 #endif
