@@ -59,6 +59,8 @@ struct rbln_dev {
 
 	pthread_mutex_t lock;
 	uint64_t point;			/* last point submitted */
+	uint64_t completed;		/* a point known to be done (atomic) */
+	struct rbln_cmd_ring *ring;	/* where command buffers go */
 	struct rbln_host_buf *deferred;	/* host buffers of jobs in flight */
 	struct rbln_pending_copy *copies;
 	int64_t lazy_host_bytes, lazy_tensors, lazy_materializations;
@@ -83,15 +85,78 @@ struct rbln_ldev *rbln_ldev_get(int device);
 /* Physical device @physical if it has been opened, else NULL: never opens one. */
 struct rbln_dev *rbln_pdev_if_open(int physical);
 
+/*
+ * A tensor is sharded over the members of its logical device on the first
+ * dimension: shard i holds rows [row0, row0 + rows) at byte @offset of the
+ * tensor's data. A CPU tensor, or one on a single device, has one shard.
+ */
+struct rbln_shard {
+	struct rbln_dev *dev;		/* NULL on the CPU */
+	int64_t row0, rows;
+	size_t offset, nbytes;
+	struct rbln_block *block;	/* device memory once materialized */
+	uint64_t last_point;		/* last job using block (atomic) */
+};
+
+struct rbln_tensor {
+	uint64_t magic;
+	rbln_dtype dtype;
+	int ndim;
+	int64_t shape[RBLN_MAX_DIMS];
+	int64_t numel;
+	size_t nbytes;
+	int device;			/* RBLN_CPU or a logical device index */
+	pthread_mutex_t lock;		/* protects host and the shards' blocks */
+	void *host;			/* CPU tensors; device tensors until materialized */
+	char *offload_path;		/* host is a mapping of this file (offload) */
+	bool materialized;
+	int nshards;
+	struct rbln_shard shards[];
+};
+
+#define RBLN_TENSOR_MAGIC 0x72626c6e54656e73ull	/* "rblnTens" */
+
+/* Is @t a live tensor? Else fails naming @fn. */
+bool rbln_tensor_ok(const rbln_tensor *t, const char *fn);
+/* A new tensor on @device whose shards hold device memory and no host copy. */
+rbln_tensor *rbln_tensor_new_device(const int64_t *shape, int ndim, rbln_dtype dtype,
+				    int device, const char *fn);
+/* Materializes @t (taking its lock); RBLN_OK at once if it is. */
+rbln_status rbln_tensor_ensure_device(rbln_tensor *t);
+/*
+ * The tensor's data in host memory: a CPU tensor's own, else a malloc'ed
+ * copy (the caller frees it) read from the devices (*@from_device) or
+ * from the lazy host copy.
+ */
+rbln_status rbln_tensor_host_data(rbln_tensor *t, void **data, bool *from_device);
+/* Element @index (flat) of @t into @out, from the device if it lives there. */
+rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out);
+/*
+ * All of @t on every member of its device, one shard per member in @r,
+ * through the host: for op @name called from @site, whose bounces count.
+ */
+rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, const char *op,
+				  const void *site);
+void rbln_replicas_free(struct rbln_shard *r, int n);
+/* Notes that the job at @point used @s's block. */
+void rbln_shard_used(struct rbln_shard *s, uint64_t point);
+
+/* Element encodings (rbln_dtype.c), with the ISA's conversion rules. */
+void rbln_dtype_encode(rbln_dtype dtype, double v, void *dst);
+double rbln_dtype_decode(rbln_dtype dtype, const void *src);
+
 /* Host buffers and jobs (rbln_job.c) */
 rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size, struct rbln_host_buf **out);
 void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_buf *b, uint64_t point);
 /*
- * Submits the @len bytes of commands in @cmd with the @n objects of @bos
- * (and @cmd itself): with d->lock held; returns the job's point in *@point.
+ * Command space in the device's ring of command buffers: @len bytes at
+ * *@cpu, device address *@va; with d->lock held, then submitted with
+ * rbln_ring_submit_locked() before the lock goes: that submits them with
+ * the @n objects of @bos, and returns the job's point in *@point.
  */
-rbln_status rbln_submit_locked(struct rbln_dev *d, struct rbln_host_buf *cmd, uint32_t len,
-			       const uint32_t *bos, uint32_t n, uint64_t *point);
+rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cpu, uint64_t *va);
+rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len,
+				    const uint32_t *bos, uint32_t n, uint64_t *point);
 rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point);
 bool rbln_point_done(struct rbln_dev *d, uint64_t point);
 void rbln_reap_locked(struct rbln_dev *d);

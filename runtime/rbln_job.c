@@ -5,7 +5,8 @@
  *
  * Every job signals the next point of the device's timeline syncobj, so
  * "all work up to point n is done" is one query, and rbln_synchronize()
- * one wait. Host buffers a job uses are kept until its point is done.
+ * one wait. Commands go to a ring of command space; host buffers a job
+ * uses are kept until its point is done.
  */
 
 #include <errno.h>
@@ -38,6 +39,17 @@ rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size, struct rbln_hos
 	}
 	*out = b;
 	return RBLN_OK;
+}
+
+/* Raises d->completed to @point; the timeline only moves forward. */
+static void note_completed(struct rbln_dev *d, uint64_t point)
+{
+	uint64_t seen = __atomic_load_n(&d->completed, __ATOMIC_RELAXED);
+
+	while (seen < point &&
+	       !__atomic_compare_exchange_n(&d->completed, &seen, point, true, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
 }
 
 static void host_buf_destroy(struct rbln_dev *d, struct rbln_host_buf *b)
@@ -74,21 +86,102 @@ void rbln_reap_locked(struct rbln_dev *d)
 	}
 }
 
-rbln_status rbln_submit_locked(struct rbln_dev *d, struct rbln_host_buf *cmd, uint32_t len,
-			       const uint32_t *bos, uint32_t n, uint64_t *point)
+/*
+ * The ring of command buffers: one host buffer object per device, written
+ * front to back and reused once the jobs that read a stretch are done, so
+ * a job needs no buffer object of its own. Protected by d->lock.
+ */
+#define RING_SIZE	(4u << 20)
+#define RING_JOBS	1024
+
+struct rbln_cmd_ring {
+	struct rbln_host_buf *buf;
+	uint64_t head;		/* bytes ever submitted */
+	uint64_t tail;		/* bytes ever released */
+	uint64_t next;		/* end of the reservation not yet submitted */
+	struct {
+		uint64_t end, point;
+	} jobs[RING_JOBS];	/* submitted stretches still in flight, oldest first */
+	unsigned int first, count;
+};
+
+/* Releases the oldest stretch once its job is done; waits for it if @wait. */
+static rbln_status ring_retire(struct rbln_dev *d, struct rbln_cmd_ring *r, bool wait)
+{
+	uint64_t point = r->jobs[r->first].point;
+	rbln_status st = RBLN_OK;
+
+	if (!rbln_point_done(d, point)) {
+		if (!wait)
+			return RBLN_ERROR_BUSY;
+		/* A failed job still read its commands: the stretch is free either way. */
+		st = rbln_wait_point(d, point);
+	}
+	r->tail = r->jobs[r->first].end;
+	r->first = (r->first + 1) % RING_JOBS;
+	r->count--;
+	return st == RBLN_ERROR_DEVICE ? RBLN_OK : st;
+}
+
+rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cpu, uint64_t *va)
+{
+	struct rbln_cmd_ring *r = d->ring;
+	uint64_t start, pos;
+	rbln_status st;
+
+	len = (len + 7) & ~7u;
+	if (!len || len > RING_SIZE / 2)
+		return rbln_fail(RBLN_ERROR_INVALID, "a %u-byte command buffer (at most %u)", len,
+				 RING_SIZE / 2);
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "out of host memory");
+		st = rbln_host_buf_new(d, RING_SIZE, &r->buf);
+		if (st) {
+			free(r);
+			return st;
+		}
+		d->ring = r;
+	}
+	while (r->count && ring_retire(d, r, false) == RBLN_OK)
+		;
+	start = r->head;
+	pos = start % RING_SIZE;
+	if (pos + len > RING_SIZE)
+		start += RING_SIZE - pos;	/* a packet never wraps */
+	while (start + len - r->tail > RING_SIZE || r->count == RING_JOBS) {
+		st = ring_retire(d, r, true);
+		if (st)
+			return st;
+	}
+	r->next = start + len;
+	*cpu = (char *)r->buf->cpu + start % RING_SIZE;
+	*va = r->buf->va + start % RING_SIZE;
+	return RBLN_OK;
+}
+
+rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len,
+				    const uint32_t *bos, uint32_t n, uint64_t *point)
 {
 	struct drm_rbln_sync signal = { .handle = d->timeline, .point = d->point + 1 };
-	uint32_t all[16];
+	struct rbln_cmd_ring *r = d->ring;
+	uint32_t all[2 * RBLN_MAX_MEMBERS + 4];
+	unsigned int slot;
 	int ret;
 
-	if (n >= 16)
-		return rbln_fail(RBLN_ERROR_INVALID, "internal: too many objects in a job");
+	if (n >= sizeof(all) / sizeof(all[0]))
+		return rbln_fail(RBLN_ERROR_INVALID, "internal: %u objects in a job", n);
 	memcpy(all, bos, n * sizeof(*bos));
-	all[n] = cmd->handle;
-	ret = rbln_drm_submit(d->drm, d->queue, cmd->va, len, all, n + 1, NULL, 0, &signal);
+	all[n] = r->buf->handle;
+	ret = rbln_drm_submit(d->drm, d->queue, va, len, all, n + 1, NULL, 0, &signal);
 	if (ret)
 		return rbln_fail(RBLN_ERROR_DEVICE, "cannot submit work: %s", strerror(-ret));
 	*point = ++d->point;
+	slot = (r->first + r->count++) % RING_JOBS;
+	r->jobs[slot].end = r->next;
+	r->jobs[slot].point = *point;
+	r->head = r->next;
 	return RBLN_OK;
 }
 
@@ -96,10 +189,11 @@ bool rbln_point_done(struct rbln_dev *d, uint64_t point)
 {
 	uint64_t done = 0;
 
-	if (!point)
+	if (point <= __atomic_load_n(&d->completed, __ATOMIC_ACQUIRE))
 		return true;
 	if (drmSyncobjQuery(rbln_drm_fd(d->drm), &d->timeline, &done, 1))
 		return false;
+	note_completed(d, done);
 	return done >= point;
 }
 
@@ -113,6 +207,7 @@ rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point)
 				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
 		return rbln_fail(RBLN_ERROR_DEVICE, "waiting for the device failed: %s",
 				 strerror(errno));
+	note_completed(d, point);
 	ret = rbln_drm_fence_status(d->drm, d->timeline, point, &status);
 	if (ret || status < 0)
 		return rbln_fail(RBLN_ERROR_DEVICE, "device work failed: %s",

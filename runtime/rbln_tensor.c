@@ -18,43 +18,22 @@
 #include "rbln_explain.h"
 #include "rbln_internal.h"
 
-#define TENSOR_MAGIC 0x72626c6e54656e73ull	/* "rblnTens" */
-
-struct rbln_tensor {
-	uint64_t magic;
-	rbln_dtype dtype;
-	int ndim;
-	int64_t shape[RBLN_MAX_DIMS];
-	int64_t numel;
-	size_t nbytes;
-	int device;			/* RBLN_CPU or a device index */
-	pthread_mutex_t lock;		/* protects host, block, last_point */
-	void *host;			/* CPU tensors; device tensors until materialized */
-	char *offload_path;		/* host is a mapping of this file (offload) */
-	struct rbln_block *block;	/* device memory once materialized */
-	uint64_t last_point;		/* last job that used block */
-};
-
-size_t rbln_dtype_size(rbln_dtype dtype)
+/* Data of @t's shards on devices (sign 1) or gone from there (-1). */
+static void account_lazy(rbln_tensor *t, int sign)
 {
-	switch (dtype) {
-	case RBLN_F32:
-	case RBLN_I32:
-		return 4;
-	case RBLN_F16:
-	case RBLN_BF16:
-		return 2;
-	case RBLN_I8:
-		return 1;
+	int i;
+
+	for (i = 0; i < t->nshards; i++) {
+		struct rbln_dev *d = t->shards[i].dev;
+
+		pthread_mutex_lock(&d->lock);
+		d->lazy_host_bytes += sign * (int64_t)t->shards[i].nbytes;
+		if (t->offload_path)
+			d->offloaded_bytes += sign * (int64_t)t->shards[i].nbytes;
+		if (!i)
+			d->lazy_tensors += sign;
+		pthread_mutex_unlock(&d->lock);
 	}
-	return 0;
-}
-
-static struct rbln_dev *dev_of(int device)
-{
-	struct rbln_ldev *l = rbln_ldev_get(device);
-
-	return l ? l->members[0] : NULL;
 }
 
 /* Frees a tensor's host memory, heap or offload file. */
@@ -64,28 +43,92 @@ static void host_free(rbln_tensor *t)
 		rbln_offload_free(t->host, t->nbytes, t->offload_path);
 		free(t->offload_path);
 		t->offload_path = NULL;
-		return;
+	} else {
+		free(t->host);
 	}
-	free(t->host);
+	t->host = NULL;
 }
 
-static bool tensor_ok(const rbln_tensor *t, const char *fn)
+bool rbln_tensor_ok(const rbln_tensor *t, const char *fn)
 {
 	if (!t) {
 		rbln_fail(RBLN_ERROR_INVALID, "%s: NULL tensor", fn);
 		return false;
 	}
-	if (t->magic != TENSOR_MAGIC) {
+	if (t->magic != RBLN_TENSOR_MAGIC) {
 		rbln_fail(RBLN_ERROR_INVALID, "%s: not a live tensor (freed?)", fn);
 		return false;
 	}
 	return true;
 }
 
+/*
+ * Splits the first dimension over @l's members as torch.chunk does:
+ * ceil(rows / n) rows each, the last shards smaller or empty. A 0-d
+ * tensor is one row.
+ */
+static void shard_layout(rbln_tensor *t, const struct rbln_ldev *l)
+{
+	int64_t rows = t->ndim ? t->shape[0] : 1, chunk, row = 0;
+	size_t row_bytes = rows ? t->nbytes / rows : 0;
+	int i;
+
+	t->nshards = l ? l->nmembers : 1;
+	chunk = (rows + t->nshards - 1) / t->nshards;
+	for (i = 0; i < t->nshards; i++) {
+		struct rbln_shard *s = &t->shards[i];
+
+		s->dev = l ? l->members[i] : NULL;
+		s->row0 = row;
+		s->rows = rows - row < chunk ? rows - row : chunk;
+		s->offset = row * row_bytes;
+		s->nbytes = s->rows * row_bytes;
+		row += s->rows;
+	}
+}
+
+/* Device memory for every non-empty shard of @t. */
+static rbln_status alloc_blocks(rbln_tensor *t)
+{
+	char msg[256];
+	int i, ret;
+
+	for (i = 0; i < t->nshards; i++) {
+		struct rbln_shard *s = &t->shards[i];
+
+		if (!s->nbytes)
+			continue;
+		ret = rbln_allocator_alloc(s->dev->alloc, s->nbytes, 0, &s->block, msg,
+					   sizeof(msg));
+		if (ret) {
+			while (i--) {
+				if (t->shards[i].block)
+					rbln_allocator_free(t->shards[i].dev->alloc,
+							    t->shards[i].block, 0, 0);
+				t->shards[i].block = NULL;
+			}
+			return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY :
+					 RBLN_ERROR_DEVICE, "device %d: %s", t->device,
+					 ret == -ENOMEM ? msg : strerror(-ret));
+		}
+	}
+	for (i = 0; i < t->nshards; i++) {
+		pthread_mutex_lock(&t->shards[i].dev->lock);
+		t->shards[i].dev->device_bytes += t->shards[i].nbytes;
+		pthread_mutex_unlock(&t->shards[i].dev->lock);
+	}
+	return RBLN_OK;
+}
+
+/*
+ * A new tensor; with @host, its data in host memory (lazy on a device),
+ * else (device tensors only) in device memory at once.
+ */
 static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype, int device,
-			       const char *fn)
+			       bool host, const char *fn)
 {
 	size_t esize = rbln_dtype_size(dtype);
+	struct rbln_ldev *l = NULL;
 	int64_t numel = 1;
 	rbln_tensor *t;
 	int i;
@@ -107,15 +150,18 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 		}
 		numel *= shape[i];
 	}
-	if (device != RBLN_CPU && !dev_of(device))
-		return NULL;
+	if (device != RBLN_CPU) {
+		l = rbln_ldev_get(device);
+		if (!l)
+			return NULL;
+	}
 
-	t = calloc(1, sizeof(*t));
+	t = calloc(1, sizeof(*t) + (l ? l->nmembers : 1) * sizeof(t->shards[0]));
 	if (!t) {
 		rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
 		return NULL;
 	}
-	t->magic = TENSOR_MAGIC;
+	t->magic = RBLN_TENSOR_MAGIC;
 	t->dtype = dtype;
 	t->ndim = ndim;
 	memcpy(t->shape, shape, ndim * sizeof(*shape));
@@ -123,6 +169,15 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 	t->nbytes = numel * esize;
 	t->device = device;
 	pthread_mutex_init(&t->lock, NULL);
+	shard_layout(t, l);
+	if (!host) {
+		if (alloc_blocks(t)) {
+			free(t);
+			return NULL;
+		}
+		t->materialized = true;
+		return t;
+	}
 	if (device != RBLN_CPU && t->nbytes && rbln_offload_active()) {
 		char path[PATH_MAX];
 
@@ -145,92 +200,41 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 		free(t);
 		return NULL;
 	}
-	if (device != RBLN_CPU) {
-		struct rbln_dev *d = dev_of(device);
-
-		pthread_mutex_lock(&d->lock);
-		d->lazy_host_bytes += t->nbytes;
-		d->lazy_tensors++;
-		pthread_mutex_unlock(&d->lock);
-	}
+	if (device != RBLN_CPU)
+		account_lazy(t, 1);
 	return t;
+}
+
+rbln_tensor *rbln_tensor_new_device(const int64_t *shape, int ndim, rbln_dtype dtype,
+				    int device, const char *fn)
+{
+	return tensor_new(shape, ndim, dtype, device, false, fn);
 }
 
 rbln_tensor *rbln_tensor_empty(const int64_t *shape, int ndim, rbln_dtype dtype, int device)
 {
-	return tensor_new(shape, ndim, dtype, device, "rbln_tensor_empty");
+	return tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_empty");
 }
 
 rbln_tensor *rbln_tensor_zeros(const int64_t *shape, int ndim, rbln_dtype dtype, int device)
 {
-	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, "rbln_tensor_zeros");
+	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_zeros");
 
 	if (t)
 		memset(t->host, 0, t->nbytes);
 	return t;
 }
 
-static uint16_t f32_to_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffff) > 0x7f800000)
-		return (u >> 16) | 0x40;
-	return (u + 0x7fff + ((u >> 16) & 1)) >> 16;
-}
-
-/* @v in @dtype's encoding at @dst, with the ISA's cast rules. */
-static void encode(rbln_dtype dtype, double v, void *dst)
-{
-	float f = (float)v;
-	double r;
-
-	switch (dtype) {
-	case RBLN_F32:
-		memcpy(dst, &f, 4);
-		return;
-	case RBLN_F16: {
-		_Float16 h = (_Float16)f;
-
-		memcpy(dst, &h, 2);
-		return;
-	}
-	case RBLN_BF16: {
-		uint16_t b = f32_to_bf16(f);
-
-		memcpy(dst, &b, 2);
-		return;
-	}
-	case RBLN_I32: {
-		int32_t i;
-
-		r = isnan(v) ? 0 : rint(fmin(fmax(v, INT32_MIN), INT32_MAX));
-		i = (int32_t)r;
-		memcpy(dst, &i, 4);
-		return;
-	}
-	case RBLN_I8: {
-		int8_t i;
-
-		r = isnan(v) ? 0 : rint(fmin(fmax(v, INT8_MIN), INT8_MAX));
-		i = (int8_t)r;
-		memcpy(dst, &i, 1);
-		return;
-	}
-	}
-}
-
 rbln_tensor *rbln_tensor_full(const int64_t *shape, int ndim, rbln_dtype dtype, double value,
 			      int device)
 {
-	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, "rbln_tensor_full");
+	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_full");
 	size_t esize = rbln_dtype_size(dtype);
 	int64_t i;
 
 	if (!t)
 		return NULL;
-	encode(dtype, value, t->host);
+	rbln_dtype_encode(dtype, value, t->host);
 	for (i = 1; i < t->numel; i++)
 		memcpy((char *)t->host + i * esize, t->host, esize);
 	return t;
@@ -245,7 +249,7 @@ rbln_tensor *rbln_tensor_from_data(const void *data, const int64_t *shape, int n
 		rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_from_data: NULL data");
 		return NULL;
 	}
-	t = tensor_new(shape, ndim, dtype, device, "rbln_tensor_from_data");
+	t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_from_data");
 	if (t)
 		memcpy(t->host, data, t->nbytes);
 	return t;
@@ -254,7 +258,7 @@ rbln_tensor *rbln_tensor_from_data(const void *data, const int64_t *shape, int n
 rbln_tensor *rbln_tensor_rand(const int64_t *shape, int ndim, rbln_dtype dtype, uint64_t seed,
 			      int device)
 {
-	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, "rbln_tensor_rand");
+	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_rand");
 	size_t esize = rbln_dtype_size(dtype);
 	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
 	int64_t i;
@@ -271,27 +275,32 @@ rbln_tensor *rbln_tensor_rand(const int64_t *shape, int ndim, rbln_dtype dtype, 
 		v = (double)((x * 0x2545f4914f6cdd1dull) >> 40) / (double)(1u << 24);
 		if (dtype == RBLN_I32 || dtype == RBLN_I8)
 			v = floor(v * 256) - 128;
-		encode(dtype, v, (char *)t->host + i * esize);
+		rbln_dtype_encode(dtype, v, (char *)t->host + i * esize);
 	}
 	return t;
 }
 
 void rbln_tensor_free(rbln_tensor *t)
 {
-	struct rbln_dev *d;
+	int i;
 
-	if (!t || !tensor_ok(t, "rbln_tensor_free"))
+	if (!t || !rbln_tensor_ok(t, "rbln_tensor_free"))
 		return;
 	t->magic = 0;
-	if (t->device != RBLN_CPU) {
-		d = dev_of(t->device);
-		if (t->block)
-			rbln_allocator_free(d->alloc, t->block, t->last_point, 0);
-		pthread_mutex_lock(&d->lock);
-		if (t->host) {
-			d->lazy_host_bytes -= t->nbytes;
-			d->lazy_tensors--;
+	if (t->device != RBLN_CPU && t->host)
+		account_lazy(t, -1);
+	for (i = 0; i < t->nshards && t->device != RBLN_CPU; i++) {
+		struct rbln_shard *s = &t->shards[i];
+		struct rbln_dev *d = s->dev;
+
+		if (s->block) {
+			rbln_allocator_free(d->alloc, s->block,
+					    __atomic_load_n(&s->last_point, __ATOMIC_ACQUIRE), 0);
+			pthread_mutex_lock(&d->lock);
+			d->device_bytes -= s->nbytes;
+			pthread_mutex_unlock(&d->lock);
 		}
+		pthread_mutex_lock(&d->lock);
 		rbln_reap_locked(d);
 		pthread_mutex_unlock(&d->lock);
 	}
@@ -302,17 +311,17 @@ void rbln_tensor_free(rbln_tensor *t)
 
 rbln_dtype rbln_tensor_dtype(const rbln_tensor *t)
 {
-	return tensor_ok(t, "rbln_tensor_dtype") ? t->dtype : (rbln_dtype)-1;
+	return rbln_tensor_ok(t, "rbln_tensor_dtype") ? t->dtype : (rbln_dtype)-1;
 }
 
 int rbln_tensor_ndim(const rbln_tensor *t)
 {
-	return tensor_ok(t, "rbln_tensor_ndim") ? t->ndim : RBLN_ERROR_INVALID;
+	return rbln_tensor_ok(t, "rbln_tensor_ndim") ? t->ndim : RBLN_ERROR_INVALID;
 }
 
 int64_t rbln_tensor_dim(const rbln_tensor *t, int dim)
 {
-	if (!tensor_ok(t, "rbln_tensor_dim"))
+	if (!rbln_tensor_ok(t, "rbln_tensor_dim"))
 		return RBLN_ERROR_INVALID;
 	if (dim < 0 || dim >= t->ndim)
 		return rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_dim: no dimension %d of %d", dim,
@@ -322,50 +331,62 @@ int64_t rbln_tensor_dim(const rbln_tensor *t, int dim)
 
 int64_t rbln_tensor_numel(const rbln_tensor *t)
 {
-	return tensor_ok(t, "rbln_tensor_numel") ? t->numel : RBLN_ERROR_INVALID;
+	return rbln_tensor_ok(t, "rbln_tensor_numel") ? t->numel : RBLN_ERROR_INVALID;
 }
 
 size_t rbln_tensor_nbytes(const rbln_tensor *t)
 {
-	return tensor_ok(t, "rbln_tensor_nbytes") ? t->nbytes : 0;
+	return rbln_tensor_ok(t, "rbln_tensor_nbytes") ? t->nbytes : 0;
 }
 
 int rbln_tensor_device(const rbln_tensor *t)
 {
-	return tensor_ok(t, "rbln_tensor_device") ? t->device : RBLN_ERROR_INVALID;
+	return rbln_tensor_ok(t, "rbln_tensor_device") ? t->device : RBLN_ERROR_INVALID;
 }
 
 bool rbln_tensor_is_materialized(const rbln_tensor *t)
 {
-	return tensor_ok(t, "rbln_tensor_is_materialized") && t->block;
+	return rbln_tensor_ok(t, "rbln_tensor_is_materialized") &&
+	       __atomic_load_n(&t->materialized, __ATOMIC_ACQUIRE);
 }
 
 rbln_device_guard rbln_device_enter_of(const rbln_tensor *t)
 {
-	return rbln_device_enter(t && t->magic == TENSOR_MAGIC ? t->device : -1);
+	return rbln_device_enter(t && t->magic == RBLN_TENSOR_MAGIC ? t->device : -1);
+}
+
+void rbln_shard_used(struct rbln_shard *s, uint64_t point)
+{
+	uint64_t seen = __atomic_load_n(&s->last_point, __ATOMIC_RELAXED);
+
+	while (seen < point &&
+	       !__atomic_compare_exchange_n(&s->last_point, &seen, point, true, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
 }
 
 /* Staging buffers: this size at most, two in flight at most. */
 #define STAGING_CHUNK	(2u << 20)
 
 /*
- * Copies @bytes between @block and the host memory @host by DMA jobs
- * through pinned staging buffers of at most STAGING_CHUNK bytes, so a big
- * tensor never needs its size in pinned memory (offload relies on it).
- * A device-to-host copy completes before this returns unless
+ * Copies @bytes between device address @va and the host memory @host by
+ * DMA jobs through pinned staging buffers of at most STAGING_CHUNK bytes,
+ * so a big tensor never needs its size in pinned memory (offload relies
+ * on it). A device-to-host copy completes before this returns unless
  * @non_blocking: then rbln_synchronize() completes it. *@last gets the
  * point of the last job.
  */
-static rbln_status transfer(struct rbln_dev *d, struct rbln_block *block, bool to_device,
+static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool to_device,
 			    void *host, size_t bytes, bool non_blocking, uint64_t *last)
 {
-	uint64_t inflight[2] = { 0, 0 }, point = 0;
-	struct rbln_host_buf *cmd, *stage;
+	uint64_t inflight[2] = { 0, 0 }, point = 0, cmd_va;
+	struct rbln_host_buf *stage;
 	struct rbln_pending_copy *pc;
 	struct rbln_drm_cmd c;
 	size_t off, n, i;
 	uint32_t bos[2];
 	rbln_status st = RBLN_OK;
+	void *cmd;
 
 	for (off = 0, i = 0; off < bytes && !st; off += n, i++) {
 		n = bytes - off < STAGING_CHUNK ? bytes - off : STAGING_CHUNK;
@@ -376,26 +397,21 @@ static rbln_status transfer(struct rbln_dev *d, struct rbln_block *block, bool t
 		st = rbln_host_buf_new(d, n, &stage);
 		if (st)
 			break;
-		st = rbln_host_buf_new(d, 4096, &cmd);
-		if (st) {
-			pthread_mutex_lock(&d->lock);
-			rbln_host_buf_release(d, stage, 0);
-			pthread_mutex_unlock(&d->lock);
-			break;
-		}
 		if (to_device)
 			memcpy(stage->cpu, (char *)host + off, n);
-		rbln_drm_cmd_init(&c, cmd->cpu, 4096);
-		if (to_device)
-			rbln_drm_cmd_dma_copy(&c, rbln_block_va(block) + off, stage->va, n);
-		else
-			rbln_drm_cmd_dma_copy(&c, stage->va, rbln_block_va(block) + off, n);
-		bos[0] = rbln_block_handle(block);
+		bos[0] = bo;
 		bos[1] = stage->handle;
 
 		pthread_mutex_lock(&d->lock);
-		st = rbln_submit_locked(d, cmd, c.len, bos, 2, &point);
-		rbln_host_buf_release(d, cmd, st ? 0 : point);
+		st = rbln_ring_reserve_locked(d, sizeof(struct rbln_pkt_dma_copy), &cmd, &cmd_va);
+		if (!st) {
+			rbln_drm_cmd_init(&c, cmd, sizeof(struct rbln_pkt_dma_copy));
+			if (to_device)
+				rbln_drm_cmd_dma_copy(&c, va + off, stage->va, n);
+			else
+				rbln_drm_cmd_dma_copy(&c, stage->va, va + off, n);
+			st = rbln_ring_submit_locked(d, cmd_va, c.len, bos, 2, &point);
+		}
 		if (to_device || st) {
 			rbln_host_buf_release(d, stage, st ? 0 : point);
 			stage = NULL;
@@ -431,112 +447,79 @@ static rbln_status transfer(struct rbln_dev *d, struct rbln_block *block, bool t
 	return st;
 }
 
+/* Copies @bytes at byte @offset of shard @s's block from or to @host. */
+static rbln_status shard_transfer(struct rbln_shard *s, bool to_device, size_t offset,
+				  void *host, size_t bytes, bool non_blocking)
+{
+	uint64_t point = 0;
+	rbln_status st;
+
+	st = transfer(s->dev, rbln_block_handle(s->block), rbln_block_va(s->block) + offset,
+		      to_device, host, bytes, non_blocking, &point);
+	rbln_shard_used(s, point);
+	return st;
+}
+
 static rbln_status materialize_locked(rbln_tensor *t)
 {
-	struct rbln_dev *d = dev_of(t->device);
-	char msg[256];
-	uint64_t point;
+	struct rbln_dev *d0 = t->shards[0].dev;
 	rbln_status st;
-	int ret;
+	int i;
 
-	if (t->block)
+	if (t->materialized)
 		return RBLN_OK;
-	if (!d)
-		return RBLN_ERROR_NO_DEVICE;
-	ret = rbln_allocator_alloc(d->alloc, t->nbytes ? t->nbytes : 1, 0, &t->block, msg,
-				   sizeof(msg));
-	if (ret)
-		return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
-				 "device %d: %s", t->device, ret == -ENOMEM ? msg : strerror(-ret));
-	if (t->nbytes) {
-		st = transfer(d, t->block, true, t->host, t->nbytes, false, &point);
-		if (st) {
-			rbln_allocator_free(d->alloc, t->block, 0, 0);
-			t->block = NULL;
-			return st;
+	st = alloc_blocks(t);
+	if (st)
+		return st;
+	/* Shards go to their devices at once: a to-device transfer does not wait. */
+	for (i = 0; i < t->nshards && !st; i++)
+		if (t->shards[i].nbytes)
+			st = shard_transfer(&t->shards[i], true, 0,
+					    (char *)t->host + t->shards[i].offset,
+					    t->shards[i].nbytes, false);
+	if (st) {
+		for (i = 0; i < t->nshards; i++) {
+			struct rbln_shard *s = &t->shards[i];
+
+			if (!s->block)
+				continue;
+			rbln_allocator_free(s->dev->alloc, s->block,
+					    __atomic_load_n(&s->last_point, __ATOMIC_ACQUIRE), 0);
+			s->block = NULL;
+			pthread_mutex_lock(&s->dev->lock);
+			s->dev->device_bytes -= s->nbytes;
+			pthread_mutex_unlock(&s->dev->lock);
 		}
-		t->last_point = point;
+		return st;
 	}
-	pthread_mutex_lock(&d->lock);
-	d->lazy_host_bytes -= t->nbytes;
-	d->lazy_tensors--;
-	d->lazy_materializations++;
-	pthread_mutex_unlock(&d->lock);
+	account_lazy(t, -1);
+	pthread_mutex_lock(&d0->lock);
+	d0->lazy_materializations++;
+	pthread_mutex_unlock(&d0->lock);
 	host_free(t);
-	t->host = NULL;
+	__atomic_store_n(&t->materialized, true, __ATOMIC_RELEASE);
 	return RBLN_OK;
 }
 
 rbln_status rbln_tensor_materialize(rbln_tensor *t)
 {
-	rbln_status st;
-
-	if (!tensor_ok(t, "rbln_tensor_materialize"))
+	if (!rbln_tensor_ok(t, "rbln_tensor_materialize"))
 		return RBLN_ERROR_INVALID;
 	if (t->device == RBLN_CPU)
 		return rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_materialize: a CPU tensor");
+	return rbln_tensor_ensure_device(t);
+}
+
+rbln_status rbln_tensor_ensure_device(rbln_tensor *t)
+{
+	rbln_status st;
+
+	if (__atomic_load_n(&t->materialized, __ATOMIC_ACQUIRE))
+		return RBLN_OK;
 	pthread_mutex_lock(&t->lock);
 	st = materialize_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	return st;
-}
-
-/* Copies @t's data to @out, through the device if it lives there. */
-static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
-{
-	uint64_t point;
-	rbln_status st;
-
-	if (!t->block || !t->nbytes) {
-		memcpy(out, t->host, t->nbytes);
-		return RBLN_OK;
-	}
-	st = transfer(dev_of(t->device), t->block, false, out, t->nbytes, non_blocking,
-		      &point);
-	if (!st)
-		t->last_point = point;
-	return st;
-}
-
-rbln_status rbln_tensor_read(rbln_tensor *t, void *out, size_t size)
-{
-	rbln_status st;
-
-	if (!tensor_ok(t, "rbln_tensor_read"))
-		return RBLN_ERROR_INVALID;
-	if (!out || size < t->nbytes)
-		return rbln_fail(RBLN_ERROR_INVALID,
-				 "rbln_tensor_read: needs %zu bytes at a non-NULL address, got %zu",
-				 t->nbytes, out ? size : 0);
-	pthread_mutex_lock(&t->lock);
-	st = read_locked(t, out, false);
-	pthread_mutex_unlock(&t->lock);
-	return st;
-}
-
-rbln_tensor *rbln_tensor_to(rbln_tensor *t, int device, bool non_blocking)
-{
-	rbln_tensor *out;
-	rbln_status st;
-
-	if (!tensor_ok(t, "rbln_tensor_to"))
-		return NULL;
-	out = tensor_new(t->shape, t->ndim, t->dtype, device, "rbln_tensor_to");
-	if (!out)
-		return NULL;
-	pthread_mutex_lock(&t->lock);
-	/* Into the new tensor's host memory: lazy on a device, final on the CPU. */
-	st = read_locked(t, out->host, non_blocking && device == RBLN_CPU);
-	pthread_mutex_unlock(&t->lock);
-	if (!st && device != RBLN_CPU && t->block) {
-		/* The source lived in device memory: so does the copy. */
-		st = rbln_tensor_materialize(out);
-	}
-	if (st) {
-		rbln_tensor_free(out);
-		return NULL;
-	}
-	return out;
 }
 
 /* Completes every non-blocking copy whose job is done; with d->lock held. */
@@ -556,22 +539,198 @@ static void finish_copies_locked(struct rbln_dev *d)
 	}
 }
 
-rbln_status rbln_synchronize(int device)
+/* Waits for @d's work up to @point and completes the copies it finished. */
+static rbln_status finish_to(struct rbln_dev *d, uint64_t point)
 {
-	struct rbln_dev *d = dev_of(device);
-	uint64_t point;
-	rbln_status st;
+	rbln_status st = rbln_wait_point(d, point);
 
-	if (!d)
-		return RBLN_ERROR_NO_DEVICE;
-	pthread_mutex_lock(&d->lock);
-	point = d->point;
-	pthread_mutex_unlock(&d->lock);
-	st = rbln_wait_point(d, point);
 	pthread_mutex_lock(&d->lock);
 	finish_copies_locked(d);
 	rbln_reap_locked(d);
 	pthread_mutex_unlock(&d->lock);
+	return st;
+}
+
+/*
+ * Copies @t's data to @out, through the devices if it lives there: every
+ * shard's copy is queued before any is waited for, so members work at once.
+ */
+static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
+{
+	rbln_status st = RBLN_OK;
+	int i;
+
+	if (!t->materialized) {
+		memcpy(out, t->host, t->nbytes);
+		return RBLN_OK;
+	}
+	for (i = 0; i < t->nshards && !st; i++)
+		if (t->shards[i].nbytes)
+			st = shard_transfer(&t->shards[i], false, 0,
+					    (char *)out + t->shards[i].offset,
+					    t->shards[i].nbytes,
+					    non_blocking || t->nshards > 1);
+	if (non_blocking || t->nshards == 1)
+		return st;
+	for (i = 0; i < t->nshards; i++) {
+		rbln_status s = finish_to(t->shards[i].dev, t->shards[i].last_point);
+
+		st = st ? st : s;
+	}
+	return st;
+}
+
+rbln_status rbln_tensor_read(rbln_tensor *t, void *out, size_t size)
+{
+	rbln_status st;
+
+	if (!rbln_tensor_ok(t, "rbln_tensor_read"))
+		return RBLN_ERROR_INVALID;
+	if (!out || size < t->nbytes)
+		return rbln_fail(RBLN_ERROR_INVALID,
+				 "rbln_tensor_read: needs %zu bytes at a non-NULL address, got %zu",
+				 t->nbytes, out ? size : 0);
+	pthread_mutex_lock(&t->lock);
+	st = read_locked(t, out, false);
+	pthread_mutex_unlock(&t->lock);
+	return st;
+}
+
+rbln_status rbln_tensor_host_data(rbln_tensor *t, void **data, bool *from_device)
+{
+	rbln_status st;
+
+	*from_device = false;
+	if (t->device == RBLN_CPU) {
+		*data = t->host;
+		return RBLN_OK;
+	}
+	*data = malloc(t->nbytes ? t->nbytes : 1);
+	if (!*data)
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "cannot allocate %zu bytes of host memory",
+				 t->nbytes);
+	pthread_mutex_lock(&t->lock);
+	*from_device = t->materialized;
+	st = read_locked(t, *data, false);
+	pthread_mutex_unlock(&t->lock);
+	if (st) {
+		free(*data);
+		*data = NULL;
+	}
+	return st;
+}
+
+rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out)
+{
+	size_t esize = rbln_dtype_size(t->dtype), at = index * esize;
+	rbln_status st = RBLN_OK;
+	int i;
+
+	pthread_mutex_lock(&t->lock);
+	if (!t->materialized) {
+		memcpy(out, (char *)t->host + at, esize);
+	} else {
+		for (i = 0; i < t->nshards; i++)
+			if (at >= t->shards[i].offset && at < t->shards[i].offset + t->shards[i].nbytes)
+				break;
+		st = shard_transfer(&t->shards[i], false, at - t->shards[i].offset, out, esize,
+				    false);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return st;
+}
+
+void rbln_replicas_free(struct rbln_shard *r, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (r[i].block)
+			rbln_allocator_free(r[i].dev->alloc, r[i].block,
+					    __atomic_load_n(&r[i].last_point, __ATOMIC_ACQUIRE), 0);
+}
+
+rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, const char *op,
+				  const void *site)
+{
+	bool from_device, active = rbln_explain_active();
+	rbln_status st;
+	char msg[256];
+	void *data;
+	int i, ret;
+
+	st = rbln_tensor_host_data(t, &data, &from_device);
+	if (st)
+		return st;
+	if (from_device && active)
+		rbln_explain_bounce(op, true, t->nbytes, site);
+	memset(r, 0, t->nshards * sizeof(*r));
+	for (i = 0; i < t->nshards && !st; i++) {
+		r[i].dev = t->shards[i].dev;
+		r[i].nbytes = t->nbytes;
+		if (!t->nbytes)
+			continue;
+		ret = rbln_allocator_alloc(r[i].dev->alloc, t->nbytes, 0, &r[i].block, msg,
+					   sizeof(msg));
+		if (ret)
+			st = rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
+				       "%s: device %d: %s", op, t->device,
+				       ret == -ENOMEM ? msg : strerror(-ret));
+		else
+			st = shard_transfer(&r[i], true, 0, data, t->nbytes, false);
+		if (!st && active)
+			rbln_explain_bounce(op, false, t->nbytes, site);
+	}
+	free(data);
+	if (st)
+		rbln_replicas_free(r, t->nshards);
+	return st;
+}
+
+rbln_tensor *rbln_tensor_to(rbln_tensor *t, int device, bool non_blocking)
+{
+	rbln_tensor *out;
+	rbln_status st;
+
+	if (!rbln_tensor_ok(t, "rbln_tensor_to"))
+		return NULL;
+	out = tensor_new(t->shape, t->ndim, t->dtype, device, true, "rbln_tensor_to");
+	if (!out)
+		return NULL;
+	pthread_mutex_lock(&t->lock);
+	/* Into the new tensor's host memory: lazy on a device, final on the CPU. */
+	st = read_locked(t, out->host, non_blocking && device == RBLN_CPU);
+	pthread_mutex_unlock(&t->lock);
+	if (!st && device != RBLN_CPU && t->materialized) {
+		/* The source lived in device memory: so does the copy. */
+		st = rbln_tensor_materialize(out);
+	}
+	if (st) {
+		rbln_tensor_free(out);
+		return NULL;
+	}
+	return out;
+}
+
+rbln_status rbln_synchronize(int device)
+{
+	struct rbln_ldev *l = rbln_ldev_get(device);
+	rbln_status st = RBLN_OK;
+	uint64_t point;
+	int i;
+
+	if (!l)
+		return RBLN_ERROR_NO_DEVICE;
+	for (i = 0; i < l->nmembers; i++) {
+		struct rbln_dev *d = l->members[i];
+		rbln_status s;
+
+		pthread_mutex_lock(&d->lock);
+		point = d->point;
+		pthread_mutex_unlock(&d->lock);
+		s = finish_to(d, point);
+		st = st ? st : s;
+	}
 	return st;
 }
 

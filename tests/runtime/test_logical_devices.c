@@ -298,6 +298,9 @@ TEST(memory_stats_add_up_the_members)
 	EXPECT_EQ(0, s.lazy_host_bytes);
 	EXPECT_LT(0, s.reserved.current);
 	EXPECT_EQ(s.reserved.current, fdinfo_device_bytes(2) + fdinfo_device_bytes(3));
+	/* Sharded on the first dimension: each member holds two of the rows. */
+	EXPECT_EQ(fdinfo_device_bytes(2), fdinfo_device_bytes(3));
+	EXPECT_LT(0, fdinfo_device_bytes(3));
 	EXPECT_EQ(s.reserved.current, rbln_memory_reserved(1));
 	EXPECT_EQ(MIB, rbln_memory_allocated(1));
 	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s0));

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -182,6 +183,58 @@ RBLN_API bool rbln_memory_stats_entry(const struct rbln_memory_stats *stats, siz
 
 RBLN_API rbln_status rbln_reset_peak_memory_stats(int device);
 RBLN_API rbln_status rbln_reset_accumulated_memory_stats(int device);
+
+/* --- ops ----------------------------------------------------------------------- */
+
+/*
+ * Ops the NPU runs take tensors on one rbln device (never the CPU) and
+ * return a new tensor there, or NULL with rbln_last_error() set. The work
+ * is queued: results are read (rbln_tensor_read) or synchronized
+ * (rbln_synchronize) after it is done. Each op is compiled into a command
+ * buffer once per (op, dtypes, shapes) and cached: changing shapes
+ * recompiles, repeating them is a warm hit (see rbln_explain_begin).
+ * On a logical device the op runs on every member, one shard each.
+ */
+RBLN_API rbln_tensor *rbln_add(rbln_tensor *a, rbln_tensor *b);
+RBLN_API rbln_tensor *rbln_sub(rbln_tensor *a, rbln_tensor *b);
+RBLN_API rbln_tensor *rbln_mul(rbln_tensor *a, rbln_tensor *b);
+RBLN_API rbln_tensor *rbln_div(rbln_tensor *a, rbln_tensor *b);
+RBLN_API rbln_tensor *rbln_maximum(rbln_tensor *a, rbln_tensor *b);
+RBLN_API rbln_tensor *rbln_minimum(rbln_tensor *a, rbln_tensor *b);
+/* @s converted to @a's dtype. */
+RBLN_API rbln_tensor *rbln_add_scalar(rbln_tensor *a, double s);
+RBLN_API rbln_tensor *rbln_sub_scalar(rbln_tensor *a, double s);
+RBLN_API rbln_tensor *rbln_mul_scalar(rbln_tensor *a, double s);
+RBLN_API rbln_tensor *rbln_div_scalar(rbln_tensor *a, double s);
+RBLN_API rbln_tensor *rbln_maximum_scalar(rbln_tensor *a, double s);
+RBLN_API rbln_tensor *rbln_minimum_scalar(rbln_tensor *a, double s);
+RBLN_API rbln_tensor *rbln_neg(rbln_tensor *a);
+RBLN_API rbln_tensor *rbln_abs(rbln_tensor *a);
+RBLN_API rbln_tensor *rbln_relu(rbln_tensor *a);
+RBLN_API rbln_tensor *rbln_cast(rbln_tensor *a, rbln_dtype dtype);
+/* Over the last dimension: the result has one dimension less. */
+RBLN_API rbln_tensor *rbln_sum(rbln_tensor *a);
+RBLN_API rbln_tensor *rbln_amax(rbln_tensor *a);
+/* [M,K] @ [K,N], or batched: [B,M,K] @ [B,K,N] or [B,M,K] @ [K,N]. */
+RBLN_API rbln_tensor *rbln_matmul(rbln_tensor *a, rbln_tensor *b);
+RBLN_API rbln_tensor *rbln_clone(rbln_tensor *a);
+/* In place: @dst's data becomes @src's (same device, dtype and shape) / @value. */
+RBLN_API rbln_status rbln_copy(rbln_tensor *dst, rbln_tensor *src);
+RBLN_API rbln_status rbln_fill(rbln_tensor *t, double value);
+
+/*
+ * Ops the ISA lacks run on the CPU, on any tensor: integers give float32.
+ * On a device tensor the input moves to the host and the result back
+ * (host bounces, which explain() reports). softmax is over the last dimension.
+ */
+RBLN_API rbln_tensor *rbln_exp(rbln_tensor *a);
+RBLN_API rbln_tensor *rbln_log(rbln_tensor *a);
+RBLN_API rbln_tensor *rbln_tanh(rbln_tensor *a);
+RBLN_API rbln_tensor *rbln_softmax(rbln_tensor *a);
+/* One element (@index: one entry per dimension; NULL for a 0-d tensor), as a double. */
+RBLN_API rbln_status rbln_tensor_item(rbln_tensor *t, const int64_t *index, double *value);
+/* Prints @t to @f as PyTorch does: tensor([...], device='rbln:0', dtype=rbln.float32). */
+RBLN_API rbln_status rbln_tensor_print(rbln_tensor *t, FILE *f);
 
 /* --- offload ----------------------------------------------------------------- */
 

@@ -1,0 +1,429 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rbln_ops.c - ops the NPU runs: validation, then one program per shard
+ *
+ * An op takes tensors on one rbln device, materializes them, allocates its
+ * result there and runs the op's program on every member of the logical
+ * device at once: shards line up on the first dimension, so member i
+ * works on shard i of every operand. The one exception is the right-hand
+ * side of a matmul that is not batched with the left: every member needs
+ * all of it, so it is gathered through the host (counted as bounces).
+ */
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rbln_explain.h"
+#include "rbln_internal.h"
+#include "rbln_program.h"
+
+#define SITE() __builtin_return_address(0)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+struct op {
+	const char *name;
+	enum rbln_op_kind kind;
+	unsigned int sub;
+	rbln_tensor *a, *b;	/* b: binary ops and matmul */
+	rbln_tensor *out;
+	bool owns_out;		/* out is the op's new result */
+	uint32_t scalar;	/* EW_SCALAR's operand, DMA_FILL's pattern */
+	bool replicate_b;	/* every member needs all of b */
+	const void *site;
+};
+
+/* The shape of shard @i of @t. */
+static void shard_shape(const rbln_tensor *t, int i, int64_t *shape)
+{
+	memcpy(shape, t->shape, t->ndim * sizeof(*shape));
+	if (t->ndim)
+		shape[0] = t->shards[i].rows;
+}
+
+static uint64_t shard_va(const struct rbln_shard *s)
+{
+	return s->block ? rbln_block_va(s->block) : 0;
+}
+
+static uint32_t add_bo(uint32_t *bos, uint32_t n, const struct rbln_shard *s)
+{
+	uint32_t h, i;
+
+	if (!s || !s->block)
+		return n;
+	h = rbln_block_handle(s->block);
+	for (i = 0; i < n; i++)
+		if (bos[i] == h)
+			return n;
+	bos[n] = h;
+	return n + 1;
+}
+
+/* Runs @op's program for shard @i on member @d; *@compiled if it was compiled for this. */
+static rbln_status run_shard(struct op *op, int i, struct rbln_shard *b, bool *compiled)
+{
+	struct rbln_shard *a = &op->a->shards[i], *out = &op->out->shards[i];
+	struct rbln_dev *d = out->dev;
+	struct rbln_program_key key;
+	struct rbln_program *p;
+	uint64_t args[RBLN_NARGS], va, point;
+	uint32_t bos[3], n = 0;
+	rbln_status st;
+	bool c;
+	void *cmd;
+
+	memset(&key, 0, sizeof(key));
+	key.kind = op->kind;
+	key.sub = op->sub;
+	key.in_dtype = op->a->dtype;
+	key.out_dtype = op->out->dtype;
+	key.ndim_a = op->a->ndim;
+	shard_shape(op->a, i, key.shape_a);
+	if (op->b) {
+		key.ndim_b = op->b->ndim;
+		if (op->replicate_b)
+			memcpy(key.shape_b, op->b->shape, op->b->ndim * sizeof(int64_t));
+		else
+			shard_shape(op->b, i, key.shape_b);
+	}
+	p = rbln_program_get(&key, &c);
+	if (!p)
+		return RBLN_ERROR_INVALID;
+	*compiled |= c;
+
+	args[RBLN_ARG_A] = shard_va(a);
+	args[RBLN_ARG_B] = b ? shard_va(b) : 0;
+	args[RBLN_ARG_OUT] = shard_va(out);
+	args[RBLN_ARG_SCALAR] = op->scalar;
+	n = add_bo(bos, n, a);
+	n = add_bo(bos, n, b);
+	n = add_bo(bos, n, out);
+
+	pthread_mutex_lock(&d->lock);
+	st = rbln_ring_reserve_locked(d, rbln_program_size(p), &cmd, &va);
+	if (!st) {
+		rbln_program_emit(p, cmd, args);
+		st = rbln_ring_submit_locked(d, va, rbln_program_size(p), bos, n, &point);
+	}
+	pthread_mutex_unlock(&d->lock);
+	rbln_program_put(p);
+	if (st)
+		return st;
+	rbln_shard_used(a, point);
+	if (b)
+		rbln_shard_used(b, point);
+	rbln_shard_used(out, point);
+	return RBLN_OK;
+}
+
+/* Runs @op on every member; frees op->out on failure. */
+static rbln_status dispatch(struct op *op)
+{
+	struct rbln_shard replicas[RBLN_MAX_MEMBERS];
+	bool active = rbln_explain_active(), compiled = false;
+	uint64_t start = active ? now_ns() : 0;
+	rbln_status st;
+	int i;
+
+	st = rbln_tensor_ensure_device(op->a);
+	if (!st && op->b)
+		st = rbln_tensor_ensure_device(op->b);
+	op->replicate_b = op->replicate_b && op->out->nshards > 1;
+	if (!st && op->replicate_b)
+		st = rbln_tensor_replicate(op->b, replicas, op->name, op->site);
+	for (i = 0; i < op->out->nshards && !st; i++) {
+		struct rbln_shard *b = op->b ? op->replicate_b ? &replicas[i] :
+					       &op->b->shards[i] : NULL;
+
+		if (op->out->shards[i].nbytes)
+			st = run_shard(op, i, b, &compiled);
+	}
+	if (op->replicate_b)
+		rbln_replicas_free(replicas, op->out->nshards);
+	if (st) {
+		if (op->owns_out)
+			rbln_tensor_free(op->out);
+		return st;
+	}
+	if (active)
+		rbln_explain_dispatch(compiled ? RBLN_DISPATCH_RECOMPILE : RBLN_DISPATCH_WARM_HIT,
+				      op->name, now_ns() - start, op->site);
+	return RBLN_OK;
+}
+
+/* Checks that @t is a live tensor on an rbln device, for op @name. */
+static bool on_device(const rbln_tensor *t, const char *name)
+{
+	if (!rbln_tensor_ok(t, name))
+		return false;
+	if (t->device == RBLN_CPU) {
+		rbln_fail(RBLN_ERROR_INVALID,
+			  "%s: a CPU tensor: device ops take tensors on rbln devices (rbln_tensor_to)",
+			  name);
+		return false;
+	}
+	return true;
+}
+
+static bool same_device(const rbln_tensor *a, const rbln_tensor *b, const char *name)
+{
+	if (a->device == b->device)
+		return true;
+	rbln_fail(RBLN_ERROR_INVALID, "%s: tensors on different devices (rbln:%d and rbln:%d)",
+		  name, a->device, b->device);
+	return false;
+}
+
+static bool same_dtype(const rbln_tensor *a, const rbln_tensor *b, const char *name)
+{
+	if (a->dtype == b->dtype)
+		return true;
+	rbln_fail(RBLN_ERROR_INVALID, "%s: dtypes differ (%d and %d): cast one with rbln_cast",
+		  name, (int)a->dtype, (int)b->dtype);
+	return false;
+}
+
+static bool same_shape(const rbln_tensor *a, const rbln_tensor *b, const char *name)
+{
+	if (a->ndim == b->ndim && !memcmp(a->shape, b->shape, a->ndim * sizeof(a->shape[0])))
+		return true;
+	rbln_fail(RBLN_ERROR_INVALID, "%s: shapes differ (%d-d and %d-d, or a dimension)", name,
+		  a->ndim, b->ndim);
+	return false;
+}
+
+/* A result shaped like @a, of @dtype, for @op. */
+static rbln_tensor *result(struct op *op, const int64_t *shape, int ndim, rbln_dtype dtype)
+{
+	op->out = rbln_tensor_new_device(shape, ndim, dtype, op->a->device, op->name);
+	op->owns_out = true;
+	if (!op->out || dispatch(op))
+		return NULL;
+	return op->out;
+}
+
+static rbln_tensor *binary(const char *name, unsigned int sub, rbln_tensor *a, rbln_tensor *b,
+			   const void *site)
+{
+	struct op op = { .name = name, .kind = RBLN_OPK_BINARY, .sub = sub, .a = a, .b = b,
+			 .site = site };
+
+	if (!on_device(a, name) || !on_device(b, name) || !same_device(a, b, name) ||
+	    !same_dtype(a, b, name) || !same_shape(a, b, name))
+		return NULL;
+	return result(&op, a->shape, a->ndim, a->dtype);
+}
+
+rbln_tensor *rbln_add(rbln_tensor *a, rbln_tensor *b)
+{
+	return binary("add", RBLN_BINARY_ADD, a, b, SITE());
+}
+
+rbln_tensor *rbln_sub(rbln_tensor *a, rbln_tensor *b)
+{
+	return binary("sub", RBLN_BINARY_SUB, a, b, SITE());
+}
+
+rbln_tensor *rbln_mul(rbln_tensor *a, rbln_tensor *b)
+{
+	return binary("mul", RBLN_BINARY_MUL, a, b, SITE());
+}
+
+rbln_tensor *rbln_div(rbln_tensor *a, rbln_tensor *b)
+{
+	return binary("div", RBLN_BINARY_DIV, a, b, SITE());
+}
+
+rbln_tensor *rbln_maximum(rbln_tensor *a, rbln_tensor *b)
+{
+	return binary("maximum", RBLN_BINARY_MAX, a, b, SITE());
+}
+
+rbln_tensor *rbln_minimum(rbln_tensor *a, rbln_tensor *b)
+{
+	return binary("minimum", RBLN_BINARY_MIN, a, b, SITE());
+}
+
+static rbln_tensor *scalar(const char *name, unsigned int sub, rbln_tensor *a, double s,
+			   const void *site)
+{
+	struct op op = { .name = name, .kind = RBLN_OPK_SCALAR, .sub = sub, .a = a,
+			 .site = site };
+
+	if (!on_device(a, name))
+		return NULL;
+	rbln_dtype_encode(a->dtype, s, &op.scalar);
+	return result(&op, a->shape, a->ndim, a->dtype);
+}
+
+rbln_tensor *rbln_add_scalar(rbln_tensor *a, double s)
+{
+	return scalar("add_scalar", RBLN_BINARY_ADD, a, s, SITE());
+}
+
+rbln_tensor *rbln_sub_scalar(rbln_tensor *a, double s)
+{
+	return scalar("sub_scalar", RBLN_BINARY_SUB, a, s, SITE());
+}
+
+rbln_tensor *rbln_mul_scalar(rbln_tensor *a, double s)
+{
+	return scalar("mul_scalar", RBLN_BINARY_MUL, a, s, SITE());
+}
+
+rbln_tensor *rbln_div_scalar(rbln_tensor *a, double s)
+{
+	return scalar("div_scalar", RBLN_BINARY_DIV, a, s, SITE());
+}
+
+rbln_tensor *rbln_maximum_scalar(rbln_tensor *a, double s)
+{
+	return scalar("maximum_scalar", RBLN_BINARY_MAX, a, s, SITE());
+}
+
+rbln_tensor *rbln_minimum_scalar(rbln_tensor *a, double s)
+{
+	return scalar("minimum_scalar", RBLN_BINARY_MIN, a, s, SITE());
+}
+
+static rbln_tensor *unary(const char *name, unsigned int sub, rbln_tensor *a, const void *site)
+{
+	struct op op = { .name = name, .kind = RBLN_OPK_UNARY, .sub = sub, .a = a,
+			 .site = site };
+
+	if (!on_device(a, name))
+		return NULL;
+	return result(&op, a->shape, a->ndim, a->dtype);
+}
+
+rbln_tensor *rbln_neg(rbln_tensor *a)
+{
+	return unary("neg", RBLN_UNARY_NEG, a, SITE());
+}
+
+rbln_tensor *rbln_abs(rbln_tensor *a)
+{
+	return unary("abs", RBLN_UNARY_ABS, a, SITE());
+}
+
+rbln_tensor *rbln_relu(rbln_tensor *a)
+{
+	return unary("relu", RBLN_UNARY_RELU, a, SITE());
+}
+
+rbln_tensor *rbln_cast(rbln_tensor *a, rbln_dtype dtype)
+{
+	struct op op = { .name = "cast", .kind = RBLN_OPK_CAST, .a = a, .site = SITE() };
+
+	if (!on_device(a, op.name))
+		return NULL;
+	if (!rbln_dtype_size(dtype)) {
+		rbln_fail(RBLN_ERROR_INVALID, "cast: unknown dtype %d", (int)dtype);
+		return NULL;
+	}
+	return result(&op, a->shape, a->ndim, dtype);
+}
+
+static rbln_tensor *reduce(const char *name, unsigned int sub, rbln_tensor *a, const void *site)
+{
+	struct op op = { .name = name, .kind = RBLN_OPK_REDUCE, .sub = sub, .a = a,
+			 .site = site };
+	int64_t rows;
+	int i;
+
+	if (!on_device(a, name))
+		return NULL;
+	if (a->nshards > 1 && a->ndim < 2) {
+		rbln_fail(RBLN_ERROR_UNSUPPORTED,
+			  "%s: a %d-d tensor on a logical device is sharded along the reduced dimension",
+			  name, a->ndim);
+		return NULL;
+	}
+	for (i = 0, rows = 1; i < a->ndim - 1; i++)
+		rows *= a->shape[i];
+	if (a->ndim && !a->shape[a->ndim - 1] && rows) {
+		rbln_fail(RBLN_ERROR_INVALID, "%s: the last dimension is empty", name);
+		return NULL;
+	}
+	return result(&op, a->shape, a->ndim ? a->ndim - 1 : 0, a->dtype);
+}
+
+rbln_tensor *rbln_sum(rbln_tensor *a)
+{
+	return reduce("sum", RBLN_REDUCE_SUM, a, SITE());
+}
+
+rbln_tensor *rbln_amax(rbln_tensor *a)
+{
+	return reduce("amax", RBLN_REDUCE_MAX, a, SITE());
+}
+
+rbln_tensor *rbln_matmul(rbln_tensor *a, rbln_tensor *b)
+{
+	struct op op = { .name = "matmul", .kind = RBLN_OPK_MATMUL, .a = a, .b = b,
+			 .site = SITE() };
+	int64_t shape[3];
+
+	if (!on_device(a, op.name) || !on_device(b, op.name) || !same_device(a, b, op.name) ||
+	    !same_dtype(a, b, op.name))
+		return NULL;
+	if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > a->ndim ||
+	    a->shape[a->ndim - 1] != b->shape[b->ndim - 2] ||
+	    (b->ndim == 3 && a->shape[0] != b->shape[0])) {
+		rbln_fail(RBLN_ERROR_INVALID,
+			  "matmul: [M,K] or [B,M,K] by [K,N] or [B,K,N] (got %d-d by %d-d, or sizes that differ)",
+			  a->ndim, b->ndim);
+		return NULL;
+	}
+	memcpy(shape, a->shape, (a->ndim - 1) * sizeof(*shape));
+	shape[a->ndim - 1] = b->shape[b->ndim - 1];
+	op.replicate_b = b->ndim == 2;
+	return result(&op, shape, a->ndim, a->dtype);
+}
+
+rbln_tensor *rbln_clone(rbln_tensor *a)
+{
+	struct op op = { .name = "clone", .kind = RBLN_OPK_COPY, .a = a, .site = SITE() };
+
+	if (!on_device(a, op.name))
+		return NULL;
+	return result(&op, a->shape, a->ndim, a->dtype);
+}
+
+rbln_status rbln_copy(rbln_tensor *dst, rbln_tensor *src)
+{
+	struct op op = { .name = "copy", .kind = RBLN_OPK_COPY, .a = src, .out = dst,
+			 .site = SITE() };
+
+	if (!on_device(dst, op.name) || !on_device(src, op.name) ||
+	    !same_device(dst, src, op.name) || !same_dtype(dst, src, op.name) ||
+	    !same_shape(dst, src, op.name))
+		return RBLN_ERROR_INVALID;
+	if (dst == src)
+		return RBLN_OK;
+	if (rbln_tensor_ensure_device(dst))
+		return RBLN_ERROR_OUT_OF_MEMORY;
+	return dispatch(&op);
+}
+
+rbln_status rbln_fill(rbln_tensor *t, double value)
+{
+	struct op op = { .name = "fill", .kind = RBLN_OPK_FILL, .a = t, .out = t, .site = SITE() };
+	size_t esize;
+	uint32_t v = 0;
+
+	if (!on_device(t, op.name))
+		return RBLN_ERROR_INVALID;
+	esize = rbln_dtype_size(t->dtype);
+	rbln_dtype_encode(t->dtype, value, &v);
+	op.scalar = esize == 1 ? v * 0x01010101u : esize == 2 ? v | v << 16 : v;
+	return dispatch(&op);
+}

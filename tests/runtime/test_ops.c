@@ -1,0 +1,567 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_ops - librbln's ops against the real driver: every device op and
+ * dtype bit for bit against tests/common/rbln_ref.h, the CPU ops against
+ * libm, element reads, printing, and every rejection
+ *
+ * Run in the VM with emu_devices=2.
+ */
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rbln/rbln.h>
+
+#include "kselftest_harness.h"
+#include "rbln_ref.h"
+
+static const rbln_dtype dtypes[] = { RBLN_F32, RBLN_F16, RBLN_BF16, RBLN_I32, RBLN_I8 };
+#define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
+
+/* The tensor's bytes, read back (the caller frees them). */
+static void *data_of(rbln_tensor *t)
+{
+	size_t n = rbln_tensor_nbytes(t);
+	void *p = malloc(n ? n : 1);
+
+	if (p && rbln_tensor_read(t, p, n) != RBLN_OK) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Does element @i of @got match the expected bits (or any quiet NaN)? */
+static bool elem_ok(rbln_dtype dt, const void *got, size_t i, uint64_t exp)
+{
+	uint32_t g = ref_get(dt, got, i);
+
+	if (exp == REF_ANY_QNAN)
+		return ref_is_qnan(dt, g);
+	return g == (uint32_t)exp;
+}
+
+/* Random data with some specials: NaN, +-inf, -0 and big values for floats. */
+static rbln_tensor *special_rand(const int64_t *shape, int ndim, rbln_dtype dt, uint64_t seed,
+				 int device)
+{
+	rbln_tensor *t = rbln_tensor_rand(shape, ndim, dt, seed, RBLN_CPU), *d;
+	static const double specials[] = { NAN, INFINITY, -INFINITY, -0.0, 65504, -3e38, 0.5 };
+	size_t n = rbln_tensor_nbytes(t), i;
+	void *p = malloc(n);
+
+	rbln_tensor_read(t, p, n);
+	for (i = 0; i < sizeof(specials) / sizeof(specials[0]) && ref_is_float(dt) &&
+	     i < (size_t)rbln_tensor_numel(t); i++) {
+		uint64_t b = ref_enc(dt, specials[i]);
+
+		ref_put(dt, p, i * 3, b == REF_ANY_QNAN ? (dt == RBLN_F32 ? 0x7fc00000 : dt == RBLN_F16 ? 0x7e00 : 0x7fc0) : (uint32_t)b);
+	}
+	d = rbln_tensor_from_data(p, shape, ndim, dt, device);
+	free(p);
+	rbln_tensor_free(t);
+	return d;
+}
+
+TEST(binary_ops_every_dtype)
+{
+	static const struct {
+		rbln_tensor *(*fn)(rbln_tensor *, rbln_tensor *);
+		uint32_t op;
+	} ops[] = {
+		{ rbln_add, RBLN_BINARY_ADD }, { rbln_sub, RBLN_BINARY_SUB },
+		{ rbln_mul, RBLN_BINARY_MUL }, { rbln_div, RBLN_BINARY_DIV },
+		{ rbln_maximum, RBLN_BINARY_MAX }, { rbln_minimum, RBLN_BINARY_MIN },
+	};
+	int64_t shape[2] = { 5, 13 };
+	size_t o, d, i;
+
+	for (d = 0; d < NDTYPES; d++) {
+		rbln_dtype dt = dtypes[d];
+		rbln_tensor *a = special_rand(shape, 2, dt, 1 + d, 0);
+		rbln_tensor *b = special_rand(shape, 2, dt, 100 + d, 0);
+		void *ha = data_of(a), *hb = data_of(b);
+
+		for (o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+			rbln_tensor *c = ops[o].fn(a, b);
+			void *hc;
+
+			ASSERT_NE(NULL, c) TH_LOG("op %u dtype %d: %s", ops[o].op, dt, rbln_last_error());
+			EXPECT_EQ(0, rbln_tensor_device(c));
+			EXPECT_EQ(dt, rbln_tensor_dtype(c));
+			hc = data_of(c);
+			ASSERT_NE(NULL, hc);
+			for (i = 0; i < 65; i++) {
+				if (dt != RBLN_F32 && dt != RBLN_F16 && dt != RBLN_BF16 &&
+				    ops[o].op == RBLN_BINARY_DIV && !ref_get(dt, hb, i))
+					continue;	/* integer division by 0: see docs/isa.md */
+				ASSERT_TRUE(elem_ok(dt, hc, i, ref_binary(ops[o].op, dt, ref_get(dt, ha, i),
+									 ref_get(dt, hb, i))))
+					TH_LOG("op %u dtype %d element %zu", ops[o].op, dt, i);
+			}
+			free(hc);
+			rbln_tensor_free(c);
+		}
+		free(ha);
+		free(hb);
+		rbln_tensor_free(a);
+		rbln_tensor_free(b);
+	}
+}
+
+TEST(scalar_unary_and_cast_ops)
+{
+	static const struct {
+		rbln_tensor *(*fn)(rbln_tensor *, double);
+		uint32_t op;
+	} sops[] = {
+		{ rbln_add_scalar, RBLN_BINARY_ADD }, { rbln_sub_scalar, RBLN_BINARY_SUB },
+		{ rbln_mul_scalar, RBLN_BINARY_MUL }, { rbln_div_scalar, RBLN_BINARY_DIV },
+		{ rbln_maximum_scalar, RBLN_BINARY_MAX }, { rbln_minimum_scalar, RBLN_BINARY_MIN },
+	};
+	static const struct {
+		rbln_tensor *(*fn)(rbln_tensor *);
+		uint32_t op;
+	} uops[] = {
+		{ rbln_neg, RBLN_UNARY_NEG }, { rbln_abs, RBLN_UNARY_ABS },
+		{ rbln_relu, RBLN_UNARY_RELU },
+	};
+	int64_t shape[1] = { 41 };
+	size_t o, d, e, i;
+
+	for (d = 0; d < NDTYPES; d++) {
+		rbln_dtype dt = dtypes[d];
+		rbln_tensor *a = special_rand(shape, 1, dt, 7 + d, 1);
+		void *ha = data_of(a);
+		uint32_t s = ref_is_float(dt) ? (uint32_t)ref_enc(dt, 3.0) : 3;
+
+		for (o = 0; o < sizeof(sops) / sizeof(sops[0]); o++) {
+			rbln_tensor *c = sops[o].fn(a, 3.0);
+			void *hc = data_of(c);
+
+			ASSERT_NE(NULL, hc) TH_LOG("%s", rbln_last_error());
+			EXPECT_EQ(1, rbln_tensor_device(c));
+			for (i = 0; i < 41; i++) {
+				ASSERT_TRUE(elem_ok(dt, hc, i, ref_binary(sops[o].op, dt,
+									 ref_get(dt, ha, i), s)))
+					TH_LOG("scalar op %u dtype %d element %zu", sops[o].op, dt, i);
+			}
+			free(hc);
+			rbln_tensor_free(c);
+		}
+		for (o = 0; o < sizeof(uops) / sizeof(uops[0]); o++) {
+			rbln_tensor *c = uops[o].fn(a);
+			void *hc = data_of(c);
+
+			ASSERT_NE(NULL, hc) TH_LOG("%s", rbln_last_error());
+			for (i = 0; i < 41; i++) {
+				ASSERT_TRUE(elem_ok(dt, hc, i, ref_unary(uops[o].op, dt,
+									ref_get(dt, ha, i))))
+					TH_LOG("unary op %u dtype %d element %zu", uops[o].op, dt, i);
+			}
+			free(hc);
+			rbln_tensor_free(c);
+		}
+		for (e = 0; e < NDTYPES; e++) {
+			rbln_tensor *c = rbln_cast(a, dtypes[e]);
+			void *hc = data_of(c);
+
+			ASSERT_NE(NULL, hc) TH_LOG("%s", rbln_last_error());
+			EXPECT_EQ(dtypes[e], rbln_tensor_dtype(c));
+			for (i = 0; i < 41; i++) {
+				ASSERT_TRUE(elem_ok(dtypes[e], hc, i,
+						    ref_cast(dt, dtypes[e], ref_get(dt, ha, i))))
+					TH_LOG("cast %d to %d element %zu", dt, dtypes[e], i);
+			}
+			free(hc);
+			rbln_tensor_free(c);
+		}
+		free(ha);
+		rbln_tensor_free(a);
+	}
+}
+
+TEST(reduce_over_the_last_dimension)
+{
+	int64_t shape[3] = { 2, 3, 37 };
+	size_t d, r;
+
+	for (d = 0; d < NDTYPES; d++) {
+		rbln_dtype dt = dtypes[d];
+		rbln_tensor *a = rbln_tensor_rand(shape, 3, dt, 11 + d, 0);
+		rbln_tensor *s = rbln_sum(a), *m = rbln_amax(a);
+		void *ha = data_of(a), *hs = data_of(s), *hm = data_of(m);
+		size_t es = rbln_dtype_size(dt);
+
+		ASSERT_NE(NULL, hs) TH_LOG("%s", rbln_last_error());
+		ASSERT_NE(NULL, hm);
+		ASSERT_EQ(2, rbln_tensor_ndim(s));
+		EXPECT_EQ(3, rbln_tensor_dim(s, 1));
+		for (r = 0; r < 6; r++) {
+			EXPECT_TRUE(elem_ok(dt, hs, r, ref_reduce(RBLN_REDUCE_SUM, dt,
+								  (char *)ha + r * 37 * es, 37)));
+			EXPECT_TRUE(elem_ok(dt, hm, r, ref_reduce(RBLN_REDUCE_MAX, dt,
+								  (char *)ha + r * 37 * es, 37)));
+		}
+		free(ha);
+		free(hs);
+		free(hm);
+		rbln_tensor_free(a);
+		rbln_tensor_free(s);
+		rbln_tensor_free(m);
+	}
+}
+
+/* a [batch, m, k] @ b ([batch,] k, n) against ref_gemm, batch by batch. */
+static bool check_matmul(int bdims, rbln_dtype dt, int64_t batch, int64_t m, int64_t k,
+			 int64_t n)
+{
+	int64_t sa[3] = { batch, m, k }, sb[3] = { batch, k, n };
+	int ad = batch ? 3 : 2;
+	rbln_tensor *a = rbln_tensor_rand(batch ? sa : sa + 1, ad, dt, 21, 0);
+	rbln_tensor *b = rbln_tensor_rand(bdims == 3 ? sb : sb + 1, bdims, dt, 22, 0);
+	rbln_tensor *c = rbln_matmul(a, b);
+	void *ha = data_of(a), *hb = data_of(b), *hc = c ? data_of(c) : NULL;
+	size_t es = rbln_dtype_size(dt);
+	uint64_t *exp = malloc(m * n * sizeof(*exp));
+	bool ok = hc && exp && rbln_tensor_ndim(c) == ad && rbln_tensor_dim(c, ad - 1) == n;
+	int64_t i, j;
+
+	for (i = 0; i < (batch ? batch : 1) && ok; i++) {
+		ok = ref_gemm(dt, dt, (char *)ha + i * m * k * es,
+			      (char *)hb + (bdims == 3 ? i * k * n * es : 0), NULL, m, n, k, exp);
+		for (j = 0; j < m * n && ok; j++)
+			ok = elem_ok(dt, (char *)hc + i * m * n * es, j, exp[j]);
+	}
+	free(exp);
+	free(ha);
+	free(hb);
+	free(hc);
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	rbln_tensor_free(c);
+	return ok;
+}
+
+TEST(matmul_2d_and_batched)
+{
+	size_t d;
+
+	for (d = 0; d < NDTYPES; d++) {
+		EXPECT_TRUE(check_matmul(2, dtypes[d], 0, 5, 7, 3)) TH_LOG("2-D dtype %d", dtypes[d]);
+		EXPECT_TRUE(check_matmul(2, dtypes[d], 0, 1, 33, 17)) TH_LOG("1-row dtype %d", dtypes[d]);
+		EXPECT_TRUE(check_matmul(3, dtypes[d], 3, 4, 5, 6)) TH_LOG("batched dtype %d", dtypes[d]);
+		EXPECT_TRUE(check_matmul(2, dtypes[d], 3, 4, 5, 6)) TH_LOG("batched by 2-D dtype %d", dtypes[d]);
+	}
+	/* K = 0: an empty sum is zeros. */
+	{
+		int64_t sa[2] = { 3, 0 }, sb[2] = { 0, 4 };
+		rbln_tensor *a = rbln_tensor_empty(sa, 2, RBLN_F32, 0);
+		rbln_tensor *b = rbln_tensor_empty(sb, 2, RBLN_F32, 0);
+		rbln_tensor *c = rbln_matmul(a, b);
+		float out[12];
+		int i;
+
+		ASSERT_NE(NULL, c) TH_LOG("%s", rbln_last_error());
+		memset(out, 0xff, sizeof(out));
+		ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, out, sizeof(out)));
+		for (i = 0; i < 12; i++) {
+			EXPECT_EQ(0.0f, out[i]);
+		}
+		rbln_tensor_free(a);
+		rbln_tensor_free(b);
+		rbln_tensor_free(c);
+	}
+}
+
+TEST(clone_copy_fill)
+{
+	int64_t shape[2] = { 3, 5 };
+	rbln_tensor *a = rbln_tensor_rand(shape, 2, RBLN_BF16, 5, 0);
+	rbln_tensor *b = rbln_tensor_zeros(shape, 2, RBLN_BF16, 0);
+	rbln_tensor *c = rbln_clone(a);
+	uint16_t ha[15], hb[15], hc[15];
+	size_t d;
+	int i;
+
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(RBLN_OK, rbln_copy(b, a));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(a, ha, sizeof(ha)));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(b, hb, sizeof(hb)));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, hc, sizeof(hc)));
+	EXPECT_EQ(0, memcmp(ha, hb, sizeof(ha)));
+	EXPECT_EQ(0, memcmp(ha, hc, sizeof(ha)));
+	EXPECT_EQ(RBLN_OK, rbln_copy(a, a));
+	for (d = 0; d < NDTYPES; d++) {
+		rbln_tensor *t = rbln_tensor_rand(shape, 2, dtypes[d], 9, 0), *ref;
+		uint8_t got[60], exp[60];
+
+		ASSERT_EQ(RBLN_OK, rbln_fill(t, -2.5));
+		ref = rbln_tensor_full(shape, 2, dtypes[d], -2.5, RBLN_CPU);
+		ASSERT_EQ(RBLN_OK, rbln_tensor_read(t, got, sizeof(got)));
+		ASSERT_EQ(RBLN_OK, rbln_tensor_read(ref, exp, sizeof(exp)));
+		EXPECT_EQ(0, memcmp(got, exp, rbln_tensor_nbytes(t))) TH_LOG("dtype %d", dtypes[d]);
+		rbln_tensor_free(t);
+		rbln_tensor_free(ref);
+	}
+	for (i = 0; i < 15; i++) {
+		EXPECT_EQ(ha[i], hc[i]);
+	}
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	rbln_tensor_free(c);
+}
+
+/* Ops compose on the device: data stays there between them. */
+TEST(chained_ops_stay_on_the_device)
+{
+	int64_t shape[2] = { 4, 8 };
+	float x[32], y[32];
+	rbln_tensor *a, *b, *c, *d;
+	int i;
+
+	for (i = 0; i < 32; i++)
+		x[i] = (float)(i - 16) / 4;
+	a = rbln_tensor_from_data(x, shape, 2, RBLN_F32, 0);
+	EXPECT_FALSE(rbln_tensor_is_materialized(a));
+	b = rbln_mul_scalar(a, 2.0);
+	EXPECT_TRUE(rbln_tensor_is_materialized(a));
+	EXPECT_TRUE(rbln_tensor_is_materialized(b));
+	c = rbln_relu(b);
+	d = rbln_add(c, a);
+	ASSERT_NE(NULL, d);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(d, y, sizeof(y)));
+	for (i = 0; i < 32; i++) {
+		EXPECT_EQ(fmaxf(x[i] * 2, 0) + x[i], y[i]);
+	}
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	rbln_tensor_free(c);
+	rbln_tensor_free(d);
+}
+
+TEST(cpu_ops_against_libm)
+{
+	int64_t shape[2] = { 3, 10 };
+	float x[30], y[30];
+	rbln_tensor *a, *e, *l, *t, *s, *cpu, *ci;
+	int i, r, c;
+
+	for (i = 0; i < 30; i++)
+		x[i] = 0.25f + (float)i / 8;
+	a = rbln_tensor_from_data(x, shape, 2, RBLN_F32, 0);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
+	e = rbln_exp(a);
+	l = rbln_log(a);
+	t = rbln_tanh(a);
+	s = rbln_softmax(a);
+	ASSERT_NE(NULL, s) TH_LOG("%s", rbln_last_error());
+	/* Results of CPU ops on device data go back to the device. */
+	EXPECT_EQ(0, rbln_tensor_device(s));
+	EXPECT_TRUE(rbln_tensor_is_materialized(s));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(e, y, sizeof(y)));
+	for (i = 0; i < 30; i++) {
+		EXPECT_EQ((float)exp(x[i]), y[i]);
+	}
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(l, y, sizeof(y)));
+	for (i = 0; i < 30; i++) {
+		EXPECT_EQ((float)log(x[i]), y[i]);
+	}
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(t, y, sizeof(y)));
+	for (i = 0; i < 30; i++) {
+		EXPECT_EQ((float)tanh(x[i]), y[i]);
+	}
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(s, y, sizeof(y)));
+	for (r = 0; r < 3; r++) {
+		double max = -INFINITY, sum = 0;
+
+		for (c = 0; c < 10; c++)
+			max = fmax(max, x[r * 10 + c]);
+		for (c = 0; c < 10; c++)
+			sum += exp(x[r * 10 + c] - max);
+		for (c = 0; c < 10; c++) {
+			EXPECT_EQ((float)(exp(x[r * 10 + c] - max) / sum), y[r * 10 + c]);
+		}
+	}
+	/* On a CPU tensor, on the CPU; integers give float32. */
+	cpu = rbln_tensor_from_data(x, shape, 2, RBLN_F32, RBLN_CPU);
+	rbln_tensor_free(e);
+	e = rbln_exp(cpu);
+	EXPECT_EQ(RBLN_CPU, rbln_tensor_device(e));
+	ci = rbln_tensor_full(shape, 2, RBLN_I8, 2, RBLN_CPU);
+	rbln_tensor_free(l);
+	l = rbln_exp(ci);
+	EXPECT_EQ(RBLN_F32, rbln_tensor_dtype(l));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(l, y, sizeof(y)));
+	EXPECT_EQ((float)exp(2), y[29]);
+	rbln_tensor_free(a);
+	rbln_tensor_free(e);
+	rbln_tensor_free(l);
+	rbln_tensor_free(t);
+	rbln_tensor_free(s);
+	rbln_tensor_free(cpu);
+	rbln_tensor_free(ci);
+}
+
+TEST(item_and_print)
+{
+	int64_t shape[2] = { 2, 3 }, idx[2] = { 1, 2 }, bad[2] = { 2, 0 };
+	float x[6] = { 1, 2.5f, -3, 4, 5, 6.125f };
+	rbln_tensor *a = rbln_tensor_from_data(x, shape, 2, RBLN_F32, 1);
+	int64_t big_shape[1] = { 2000 };
+	rbln_tensor *big = rbln_tensor_zeros(big_shape, 1, RBLN_I32, 0);
+	char *text = NULL;
+	size_t len = 0;
+	double v = 0;
+	FILE *f;
+
+	ASSERT_EQ(RBLN_OK, rbln_tensor_item(a, idx, &v));
+	EXPECT_EQ(6.125, v);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
+	idx[1] = 1;
+	ASSERT_EQ(RBLN_OK, rbln_tensor_item(a, idx, &v));
+	EXPECT_EQ(5, v);
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_item(a, bad, &v));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "out of [0, 2)"));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_item(a, NULL, &v));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_item(a, idx, NULL));
+
+	f = open_memstream(&text, &len);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_print(a, f));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_print(big, f));
+	fclose(f);
+	EXPECT_EQ(0, strncmp(text, "tensor([[1.0000, 2.5000, -3.0000],\n"
+				   "        [4.0000, 5.0000, 6.1250]], device='rbln:1', dtype=rbln.float32)\n"
+				   "tensor([0, 0, 0, ..., 0, 0, 0], device='rbln:0', dtype=rbln.int32)\n",
+			     len)) TH_LOG("%s", text);
+	free(text);
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_print(a, NULL));
+	rbln_tensor_free(a);
+	rbln_tensor_free(big);
+}
+
+TEST(rejections)
+{
+	int64_t s2[2] = { 2, 3 }, s3[2] = { 3, 2 }, s1[1] = { 4 };
+	rbln_tensor *a = rbln_tensor_zeros(s2, 2, RBLN_F32, 0);
+	rbln_tensor *b = rbln_tensor_zeros(s3, 2, RBLN_F32, 0);
+	rbln_tensor *h = rbln_tensor_zeros(s2, 2, RBLN_F16, 0);
+	rbln_tensor *other = rbln_tensor_zeros(s2, 2, RBLN_F32, 1);
+	rbln_tensor *cpu = rbln_tensor_zeros(s2, 2, RBLN_F32, RBLN_CPU);
+	rbln_tensor *v = rbln_tensor_zeros(s1, 1, RBLN_F32, 0);
+	int64_t se[2] = { 2, 0 };
+	rbln_tensor *empty_rows = rbln_tensor_zeros(se, 2, RBLN_F32, 0), *c;
+	int64_t before;
+
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
+	before = rbln_memory_allocated(0);
+
+	EXPECT_EQ(NULL, rbln_add(a, NULL));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "NULL tensor"));
+	EXPECT_EQ(NULL, rbln_add(a, b));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "shapes differ"));
+	EXPECT_EQ(NULL, rbln_mul(a, h));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "dtypes differ"));
+	EXPECT_EQ(NULL, rbln_sub(a, other));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "different devices (rbln:0 and rbln:1)"));
+	EXPECT_EQ(NULL, rbln_add(a, cpu));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "CPU tensor"));
+	EXPECT_EQ(NULL, rbln_relu(cpu));
+	EXPECT_EQ(NULL, rbln_cast(a, (rbln_dtype)9));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "unknown dtype"));
+	EXPECT_EQ(NULL, rbln_matmul(a, a));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "matmul"));
+	EXPECT_EQ(NULL, rbln_matmul(v, v));
+	EXPECT_EQ(NULL, rbln_matmul(a, h));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_copy(a, b));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_copy(a, other));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_fill(cpu, 1));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_fill(NULL, 1));
+	EXPECT_EQ(NULL, rbln_exp(NULL));
+	EXPECT_EQ(NULL, rbln_sum(NULL));
+	/* Reducing empty rows has no value to give. */
+	EXPECT_EQ(NULL, rbln_amax(empty_rows));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "last dimension is empty"));
+	/* Nothing leaked: no result was allocated by a rejected op. */
+	EXPECT_EQ(before, rbln_memory_allocated(0));
+	/* And the runtime still works. */
+	c = rbln_add(a, a);
+	EXPECT_NE(NULL, c);
+	rbln_tensor_free(c);
+	rbln_tensor_free(empty_rows);
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	rbln_tensor_free(h);
+	rbln_tensor_free(other);
+	rbln_tensor_free(cpu);
+	rbln_tensor_free(v);
+}
+
+/* Freed results go back to the cache; stats see the op's output. */
+TEST(results_use_the_caching_allocator)
+{
+	int64_t shape[1] = { 1024 };
+	rbln_tensor *a = rbln_tensor_zeros(shape, 1, RBLN_F32, 1), *c;
+	struct rbln_memory_stats s0, s1;
+
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(1, &s0));
+	c = rbln_neg(a);
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(1, &s1));
+	EXPECT_EQ(s0.allocated.current + 4096, s1.allocated.current);
+	EXPECT_EQ(s0.lazy_tensors, s1.lazy_tensors);
+	rbln_tensor_free(c);
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(1, &s1));
+	EXPECT_EQ(s0.allocated.current, s1.allocated.current);
+	EXPECT_EQ(s0.reserved.current, s1.reserved.current);
+	rbln_tensor_free(a);
+}
+
+struct worker {
+	int device;
+	int iterations;
+	bool ok;
+};
+
+static void *hammer(void *arg)
+{
+	struct worker *w = arg;
+	int64_t shape[1] = { 257 };
+	int i;
+
+	w->ok = true;
+	for (i = 0; i < w->iterations && w->ok; i++) {
+		rbln_tensor *a = rbln_tensor_full(shape, 1, RBLN_I32, i, w->device);
+		rbln_tensor *b = rbln_add_scalar(a, 1000);
+		rbln_tensor *c = rbln_add(a, b);
+		int32_t out[257];
+
+		w->ok = c && rbln_tensor_read(c, out, sizeof(out)) == RBLN_OK &&
+			out[0] == 2 * i + 1000 && out[256] == 2 * i + 1000;
+		rbln_tensor_free(a);
+		rbln_tensor_free(b);
+		rbln_tensor_free(c);
+	}
+	return NULL;
+}
+
+TEST(threads_dispatch_at_once)
+{
+	struct worker w[4] = { { 0, 40, false }, { 0, 40, false }, { 1, 40, false }, { 1, 40, false } };
+	pthread_t t[4];
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, hammer, &w[i]));
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		EXPECT_TRUE(w[i].ok) TH_LOG("worker %d", i);
+	}
+}
+
+TEST_HARNESS_MAIN
