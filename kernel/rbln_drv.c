@@ -71,6 +71,9 @@ static int rbln_get_param_ioctl(struct drm_device *drm, void *data,
 	case RBLN_PARAM_RESET_COUNT:
 		args->value = atomic_read(&rdev->reset_count);
 		break;
+	case RBLN_PARAM_FAILED_JOBS:
+		args->value = atomic_read(&to_rbln_file(file)->vm->failed_jobs);
+		break;
 	default:
 		return -EINVAL;
 	}

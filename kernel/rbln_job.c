@@ -103,6 +103,7 @@ struct rbln_queue {
  * @bos_used: how many of @bos hold their mapping.
  * @fence: its hardware fence, allocated at submission.
  * @fence_armed: @fence was initialised by run_job and is refcounted.
+ * @done_cb: on the finished fence, to count a failure in @vm->failed_jobs.
  */
 struct rbln_job {
 	struct drm_sched_job base;
@@ -114,6 +115,7 @@ struct rbln_job {
 	u32 bos_used;
 	struct rbln_fence *fence;
 	bool fence_armed;
+	struct dma_fence_cb done_cb;
 };
 
 static struct rbln_job *to_rbln_job(struct drm_sched_job *job)
@@ -625,6 +627,15 @@ static int rbln_job_add_waits(struct rbln_job *job, struct drm_file *file,
 	return 0;
 }
 
+/* Counts a job that ended with an error; runs as its finished fence signals. */
+static void rbln_job_done(struct dma_fence *fence, struct dma_fence_cb *cb)
+{
+	struct rbln_job *job = container_of(cb, struct rbln_job, done_cb);
+
+	if (fence->error)
+		atomic_inc(&job->vm->failed_jobs);
+}
+
 static int rbln_submit_check(struct rbln_device *rdev, struct drm_rbln_submit *args)
 {
 	if (args->flags || args->pad || args->signal.pad)
@@ -715,6 +726,8 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	mutex_lock(&queue->lock);
 	drm_sched_job_arm(&job->base);
 	done = dma_fence_get(&job->base.s_fence->finished);
+	/* Before the syncobj's own callback, so waiters see the count. */
+	dma_fence_add_callback(done, &job->done_cb, rbln_job_done);
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&queue->lock);
 

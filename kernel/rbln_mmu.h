@@ -64,6 +64,7 @@ struct rbln_vm {
 	atomic_t banned;
 	atomic64_t busy_ns;
 	atomic_t jobs;
+	atomic_t failed_jobs;
 	wait_queue_head_t jobs_done;
 };
 

@@ -122,12 +122,14 @@ TEST_F(param, execution)
 	EXPECT_GE(param(_metadata, self->dev, RBLN_PARAM_MAX_CMD_SIZE), 4096);
 	EXPECT_EQ(rbln_emu_attr(self->index, "reset_count"),
 		  (long long)param(_metadata, self->dev, RBLN_PARAM_RESET_COUNT));
+	/* Per file: a new file has had no job fail. */
+	EXPECT_EQ(0, param(_metadata, self->dev, RBLN_PARAM_FAILED_JOBS));
 }
 
 TEST_F(param, unknown_param)
 {
 	static const uint32_t bad[] = {
-		RBLN_PARAM_RESET_COUNT + 1, 64, INT_MAX, UINT_MAX,
+		RBLN_PARAM_FAILED_JOBS + 1, 64, INT_MAX, UINT_MAX,
 	};
 	struct drm_rbln_get_param arg;
 	unsigned int i;

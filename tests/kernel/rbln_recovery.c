@@ -233,6 +233,7 @@ TEST_F(recovery, jobs_behind_a_fault_are_canceled)
 	struct drm_rbln_sync sig[3] = { 0 };
 	uint32_t bos[2] = { self->a.mem.handle, self->a.cmd.handle }, i;
 	struct rbln_drm_cmd c;
+	uint64_t failed = 7;
 	int status;
 
 	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
@@ -256,6 +257,11 @@ TEST_F(recovery, jobs_behind_a_fault_are_canceled)
 	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig[2].handle, 0, &status));
 	EXPECT_EQ(-ECANCELED, status);
 	EXPECT_EQ(1, ctx_check(&self->b, 5));
+	/* Each failure counted for its own file, and only there. */
+	EXPECT_EQ(0, rbln_drm_get_param(self->a.dev, RBLN_PARAM_FAILED_JOBS, &failed));
+	EXPECT_EQ(3, failed);
+	EXPECT_EQ(0, rbln_drm_get_param(self->b.dev, RBLN_PARAM_FAILED_JOBS, &failed));
+	EXPECT_EQ(0, failed);
 }
 
 static int uevent_socket(void)

@@ -13,7 +13,7 @@
 
 TEST(abi_version)
 {
-	EXPECT_EQ(1, RBLN_ABI_VERSION);
+	EXPECT_EQ(2, RBLN_ABI_VERSION);
 }
 
 TEST(get_param)

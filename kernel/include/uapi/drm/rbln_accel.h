@@ -28,7 +28,7 @@ extern "C" {
  * Bumped when an ioctl or parameter is added; userspace reads the running
  * driver's value with RBLN_PARAM_ABI_VERSION to know what it may use.
  */
-#define RBLN_ABI_VERSION		1
+#define RBLN_ABI_VERSION		2
 
 #define DRM_RBLN_GET_PARAM		0x00
 #define DRM_RBLN_BO_CREATE		0x01
@@ -72,6 +72,11 @@ extern "C" {
  * @RBLN_PARAM_ISA_CAPS: RBLN_ISA_CAP_* the device executes.
  * @RBLN_PARAM_MAX_CMD_SIZE: largest command buffer SUBMIT accepts, bytes.
  * @RBLN_PARAM_RESET_COUNT: rings reset after a job timed out, since load.
+ * @RBLN_PARAM_FAILED_JOBS: jobs submitted through the calling file that
+ *	ended with an error (fault, timeout, cancel, unplug), counted before
+ *	their fences signal: a wait that returns sees the count of the job it
+ *	waited for, so one query tells whether any fence needs a closer look.
+ *	Since ABI version 2.
  */
 enum drm_rbln_param {
 	RBLN_PARAM_ABI_VERSION		= 0,
@@ -87,6 +92,7 @@ enum drm_rbln_param {
 	RBLN_PARAM_ISA_CAPS		= 10,
 	RBLN_PARAM_MAX_CMD_SIZE		= 11,
 	RBLN_PARAM_RESET_COUNT		= 12,
+	RBLN_PARAM_FAILED_JOBS		= 13,
 };
 
 /* RBLN_PARAM_ISA_CAPS: opcode groups and dtypes (rbln_isa.h). */
