@@ -60,6 +60,7 @@ struct rbln_dev {
 	pthread_mutex_t lock;
 	uint64_t point;			/* last point submitted */
 	uint64_t completed;		/* a point known to be done (atomic) */
+	uint64_t failed_seen;		/* RBLN_PARAM_FAILED_JOBS last reported (atomic) */
 	struct rbln_cmd_ring *ring;	/* where command buffers go */
 	struct rbln_host_buf *deferred;	/* host buffers of jobs in flight */
 	struct rbln_pending_copy *copies;

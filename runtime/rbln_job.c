@@ -105,22 +105,26 @@ struct rbln_cmd_ring {
 	unsigned int first, count;
 };
 
+static rbln_status wait_done(struct rbln_dev *d, uint64_t point);
+
 /* Releases the oldest stretch once its job is done; waits for it if @wait. */
 static rbln_status ring_retire(struct rbln_dev *d, struct rbln_cmd_ring *r, bool wait)
 {
 	uint64_t point = r->jobs[r->first].point;
 	rbln_status st = RBLN_OK;
 
+	/* A failed job read its commands too: the stretch is free either way. */
 	if (!rbln_point_done(d, point)) {
 		if (!wait)
 			return RBLN_ERROR_BUSY;
-		/* A failed job still read its commands: the stretch is free either way. */
-		st = rbln_wait_point(d, point);
+		st = wait_done(d, point);
 	}
+	if (st)
+		return st;
 	r->tail = r->jobs[r->first].end;
 	r->first = (r->first + 1) % RING_JOBS;
 	r->count--;
-	return st == RBLN_ERROR_DEVICE ? RBLN_OK : st;
+	return RBLN_OK;
 }
 
 rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cpu, uint64_t *va)
@@ -197,20 +201,49 @@ bool rbln_point_done(struct rbln_dev *d, uint64_t point)
 	return done >= point;
 }
 
-rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point)
+/* Waits for @point to be done, failed or not. */
+static rbln_status wait_done(struct rbln_dev *d, uint64_t point)
 {
-	int status = 0, ret;
-
-	if (!point)
+	if (point <= __atomic_load_n(&d->completed, __ATOMIC_ACQUIRE))
 		return RBLN_OK;
 	if (drmSyncobjTimelineWait(rbln_drm_fd(d->drm), &d->timeline, &point, 1, INT64_MAX,
 				   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
 		return rbln_fail(RBLN_ERROR_DEVICE, "waiting for the device failed: %s",
 				 strerror(errno));
 	note_completed(d, point);
+	return RBLN_OK;
+}
+
+/*
+ * Reports a job that failed since the last report, like CUDA's sticky
+ * errors: one GET_PARAM says whether any did, and only then is the fence
+ * of @point looked at for the error to name.
+ */
+static rbln_status check_failures(struct rbln_dev *d, uint64_t point)
+{
+	uint64_t failed, seen;
+	int status = 0, ret;
+
+	ret = rbln_drm_get_param(d->drm, RBLN_PARAM_FAILED_JOBS, &failed);
+	if (ret)
+		return rbln_fail(RBLN_ERROR_DEVICE, "cannot query the device: %s", strerror(-ret));
+	seen = __atomic_exchange_n(&d->failed_seen, failed, __ATOMIC_ACQ_REL);
+	if (failed == seen)
+		return RBLN_OK;
 	ret = rbln_drm_fence_status(d->drm, d->timeline, point, &status);
 	if (ret || status < 0)
 		return rbln_fail(RBLN_ERROR_DEVICE, "device work failed: %s",
 				 strerror(ret ? -ret : -status));
-	return RBLN_OK;
+	return rbln_fail(RBLN_ERROR_DEVICE, "%llu earlier job%s on the device failed",
+			 (unsigned long long)(failed - seen), failed - seen == 1 ? "" : "s");
+}
+
+rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point)
+{
+	rbln_status st;
+
+	if (!point)
+		return RBLN_OK;
+	st = wait_done(d, point);
+	return st ? st : check_failures(d, point);
 }

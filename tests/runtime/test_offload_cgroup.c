@@ -99,7 +99,12 @@ static pid_t run_in_cgroup(const char *scratch, bool offload)
 	return pid;
 }
 
-TEST(offload_keeps_a_memory_limited_process_alive)
+FIXTURE(offload) {};
+FIXTURE_SETUP(offload) {}
+FIXTURE_TEARDOWN(offload) {}
+
+/* Paging the tensors through the scratch disk takes long under TCG, longer on a busy host. */
+TEST_F_TIMEOUT(offload, keeps_a_memory_limited_process_alive, 300)
 {
 	const char *scratch = getenv("RBLN_VM_SCRATCH");
 	char limit[32];
