@@ -112,7 +112,8 @@ struct rbln_tensor {
 	char *offload_path;		/* host is a mapping of this file (offload) */
 	bool materialized;
 	int nshards;
-	struct rbln_shard shards[];
+	struct rbln_shard *shards;
+	rbln_tensor *pool_next;		/* freed: in the pool of tensor structs */
 };
 
 #define RBLN_TENSOR_MAGIC 0x72626c6e54656e73ull	/* "rblnTens" */

@@ -63,6 +63,60 @@ bool rbln_tensor_ok(const rbln_tensor *t, const char *fn)
 }
 
 /*
+ * Tensor structs never go back to malloc: a freed one keeps its magic
+ * cleared, so a stale handle passed to the API is caught instead of being
+ * undefined behaviour. They are reused first in, first out, once
+ * QUARANTINE others have been freed after them.
+ */
+#define QUARANTINE	1024
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static rbln_tensor *pool_head, *pool_tail;
+static size_t pool_len;
+
+static rbln_tensor *tensor_alloc(int nshards)
+{
+	struct rbln_shard *shards = calloc(nshards, sizeof(*shards));
+	rbln_tensor *t = NULL;
+
+	if (!shards)
+		return NULL;
+	pthread_mutex_lock(&pool_lock);
+	if (pool_len > QUARANTINE) {
+		t = pool_head;
+		pool_head = t->pool_next;
+		pool_len--;
+	}
+	pthread_mutex_unlock(&pool_lock);
+	if (t)
+		memset(t, 0, sizeof(*t));
+	else
+		t = calloc(1, sizeof(*t));
+	if (!t) {
+		free(shards);
+		return NULL;
+	}
+	t->shards = shards;
+	return t;
+}
+
+static void tensor_release(rbln_tensor *t)
+{
+	t->magic = 0;
+	free(t->shards);
+	t->shards = NULL;
+	t->pool_next = NULL;
+	pthread_mutex_lock(&pool_lock);
+	if (pool_len)
+		pool_tail->pool_next = t;
+	else
+		pool_head = t;
+	pool_tail = t;
+	pool_len++;
+	pthread_mutex_unlock(&pool_lock);
+}
+
+/*
  * Splits the first dimension over @l's members as torch.chunk does:
  * ceil(rows / n) rows each, the last shards smaller or empty. A 0-d
  * tensor is one row.
@@ -156,7 +210,7 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 			return NULL;
 	}
 
-	t = calloc(1, sizeof(*t) + (l ? l->nmembers : 1) * sizeof(t->shards[0]));
+	t = tensor_alloc(l ? l->nmembers : 1);
 	if (!t) {
 		rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
 		return NULL;
@@ -172,7 +226,7 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 	shard_layout(t, l);
 	if (!host) {
 		if (alloc_blocks(t)) {
-			free(t);
+			tensor_release(t);
 			return NULL;
 		}
 		t->materialized = true;
@@ -188,7 +242,7 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 			t->host = NULL;
 		}
 		if (!t->host) {
-			free(t);
+			tensor_release(t);
 			return NULL;
 		}
 	} else {
@@ -197,7 +251,7 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 	if (!t->host) {
 		rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of host memory",
 			  fn, t->nbytes);
-		free(t);
+		tensor_release(t);
 		return NULL;
 	}
 	if (device != RBLN_CPU)
@@ -306,7 +360,7 @@ void rbln_tensor_free(rbln_tensor *t)
 	}
 	pthread_mutex_destroy(&t->lock);
 	host_free(t);
-	free(t);
+	tensor_release(t);
 }
 
 rbln_dtype rbln_tensor_dtype(const rbln_tensor *t)

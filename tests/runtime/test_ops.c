@@ -453,7 +453,7 @@ TEST(rejections)
 	rbln_tensor *cpu = rbln_tensor_zeros(s2, 2, RBLN_F32, RBLN_CPU);
 	rbln_tensor *v = rbln_tensor_zeros(s1, 1, RBLN_F32, 0);
 	int64_t se[2] = { 2, 0 };
-	rbln_tensor *empty_rows = rbln_tensor_zeros(se, 2, RBLN_F32, 0), *c;
+	rbln_tensor *empty_rows = rbln_tensor_zeros(se, 2, RBLN_F32, 0), *c, *gone;
 	int64_t before;
 
 	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
@@ -482,6 +482,14 @@ TEST(rejections)
 	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_fill(NULL, 1));
 	EXPECT_EQ(NULL, rbln_exp(NULL));
 	EXPECT_EQ(NULL, rbln_sum(NULL));
+	/* A freed tensor's handle is caught, not undefined behaviour. */
+	gone = rbln_tensor_zeros(s2, 2, RBLN_F32, 0);
+	rbln_tensor_free(gone);
+	EXPECT_EQ(NULL, rbln_add(a, gone));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "not a live tensor"));
+	EXPECT_EQ(NULL, rbln_softmax(gone));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_fill(gone, 1));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_print(gone, stderr));
 	/* Reducing empty rows has no value to give. */
 	EXPECT_EQ(NULL, rbln_amax(empty_rows));
 	EXPECT_NE(NULL, strstr(rbln_last_error(), "last dimension is empty"));
