@@ -85,8 +85,8 @@ static void rbln_emu_ring_work(struct work_struct *work)
 	struct rbln_emu_ring *ring = container_of(work, struct rbln_emu_ring, work);
 	struct rbln_emu_dev *edev = ring->edev;
 	struct rbln_ring_entry *slot, entry;
+	u64 fault_addr, start, busy, last_irq = ktime_get_ns();
 	unsigned int moderated = 0;
-	u64 fault_addr, start, busy;
 	u32 head;
 	int ret;
 
@@ -137,10 +137,13 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		/*
 		 * Interrupt moderation: one interrupt covers every entry done
 		 * so far, so raise it when the ring drains or every few
-		 * entries, not after each.
+		 * entries, not after each; but never hold a completion back
+		 * for long, as long entries would.
 		 */
-		if (++moderated >= RBLN_EMU_IRQ_BATCH || READ_ONCE(ring->tail) == ring->head) {
+		if (++moderated >= RBLN_EMU_IRQ_BATCH || READ_ONCE(ring->tail) == ring->head ||
+		    start + busy - last_irq >= RBLN_EMU_IRQ_DELAY_NS) {
 			rbln_emu_raise_irq(edev, ring->index);
+			last_irq = ktime_get_ns();
 			moderated = 0;
 		}
 		cond_resched();

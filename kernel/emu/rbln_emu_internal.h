@@ -71,8 +71,13 @@ struct rbln_emu_ring {
 };
 
 #define RBLN_EMU_BUF_BYTES	(16 * 1024)
-/* Entries completed before the interrupt is raised while the ring is busy. */
+/*
+ * Interrupt moderation while the ring is busy: the interrupt is raised
+ * after this many entries, or once this long has passed since the last
+ * one, whichever comes first; and always when the ring drains.
+ */
 #define RBLN_EMU_IRQ_BATCH	16
+#define RBLN_EMU_IRQ_DELAY_NS	(50 * NSEC_PER_USEC)
 
 /**
  * struct rbln_emu_dev - one emulated NPU
