@@ -264,6 +264,43 @@ TEST_F(recovery, jobs_behind_a_fault_are_canceled)
 	EXPECT_EQ(0, failed);
 }
 
+/*
+ * 32 jobs of 4 x 32 MiB written each on one queue: together far longer
+ * than job_timeout_ms, each well within it. Completions are moderated, but
+ * never held back long enough for a finished job to look hung.
+ */
+TEST_F(recovery, long_jobs_in_a_row_do_not_time_out)
+{
+	long long resets = rbln_emu_attr(0, "reset_count");
+	uint32_t bos[2] = { 0, self->a.cmd.handle }, i;
+	int fd = rbln_drm_fd(self->a.dev), status;
+	struct drm_rbln_sync sig[32] = { 0 };
+	struct rbln_test_buf big;
+	struct rbln_drm_cmd c;
+
+	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, 32 * MIB, RBLN_BO_HOST, 0, &big));
+	/* Its pages allocated first: each job then stays well within the timeout. */
+	memset(big.cpu, 0, big.size);
+	bos[0] = big.handle;
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, 256);
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, big.va, i, 32 * MIB));
+	for (i = 0; i < 32; i++) {
+		ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig[i].handle));
+		ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
+					     bos, 2, NULL, 0, &sig[i]));
+	}
+	for (i = 0; i < 32; i++) {
+		ASSERT_EQ(0, drmSyncobjWait(fd, &sig[i].handle, 1, rbln_test_deadline_ns(60000), 0,
+					    NULL));
+		ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig[i].handle, 0, &status));
+		EXPECT_EQ(1, status) TH_LOG("job %u", i);
+		drmSyncobjDestroy(fd, sig[i].handle);
+	}
+	EXPECT_EQ(resets, rbln_emu_attr(0, "reset_count"));
+	rbln_test_buf_free(self->a.dev, &big);
+}
+
 static int uevent_socket(void)
 {
 	struct sockaddr_nl addr = { .nl_family = AF_NETLINK, .nl_groups = 1 };
