@@ -572,4 +572,84 @@ TEST(threads_dispatch_at_once)
 	}
 }
 
+/* Counts of one region around @fn's ops, from explain()'s dump. */
+struct counts {
+	int64_t warm, recompile, fallback, bounces, bounce_bytes;
+};
+
+static struct counts explained(void (*fn)(void *), void *arg)
+{
+	struct rbln_explain_dump d;
+	struct counts c = { -1, -1, -1, -1, -1 };
+	rbln_explain *e = rbln_explain_begin(false);
+
+	if (!e)
+		return c;
+	fn(arg);
+	if (rbln_explain_end(e) == RBLN_OK && rbln_explain_dump(e, &d) == RBLN_OK)
+		c = (struct counts) { d.dispatch.warm_hit.count, d.dispatch.recompile.count,
+				      d.dispatch.cpu_fallback.count, d.host_bounce.count,
+				      d.host_bounce.bytes };
+	rbln_explain_free(e);
+	return c;
+}
+
+static void add_free(rbln_tensor *a, rbln_tensor *b)
+{
+	rbln_tensor_free(rbln_add(a, b));
+}
+
+/* A new (op, dtypes, shapes) compiles once; the same again is a warm hit. */
+static void cache_sequence(void *arg)
+{
+	rbln_tensor **t = arg;	/* [0], [1]: f32 [7,11]; [2]: f32 [11,7]; [3]: i8 [7,11] */
+
+	add_free(t[0], t[1]);			/* recompile: the first f32 [7,11] add */
+	add_free(t[1], t[0]);			/* warm hit */
+	add_free(t[2], t[2]);			/* recompile: another shape */
+	add_free(t[3], t[3]);			/* recompile: another dtype */
+	rbln_tensor_free(rbln_add_scalar(t[0], 1));	/* recompile: another op */
+	rbln_tensor_free(rbln_add_scalar(t[0], 2));	/* warm hit: the scalar is an operand */
+	rbln_tensor_free(rbln_mul_scalar(t[0], 2));	/* recompile */
+	add_free(t[0], t[1]);			/* warm hit */
+}
+
+static void fallback_sequence(void *arg)
+{
+	rbln_tensor **t = arg;
+
+	rbln_tensor_free(rbln_softmax(t[0]));	/* 308 bytes there and back */
+	rbln_tensor_free(rbln_exp(t[4]));	/* a lazy tensor: no bounce */
+}
+
+TEST(program_cache_and_explain)
+{
+	/* Shapes no other test uses, so the first region starts cold. */
+	int64_t s1[2] = { 7, 11 }, s2[2] = { 11, 7 };
+	rbln_tensor *t[5] = {
+		rbln_tensor_rand(s1, 2, RBLN_F32, 1, 0), rbln_tensor_rand(s1, 2, RBLN_F32, 2, 0),
+		rbln_tensor_rand(s2, 2, RBLN_F32, 3, 0), rbln_tensor_rand(s1, 2, RBLN_I8, 4, 0),
+		rbln_tensor_rand(s1, 2, RBLN_F32, 5, 0),
+	};
+	struct counts c;
+	int i;
+
+	c = explained(cache_sequence, t);
+	EXPECT_EQ(5, c.recompile);
+	EXPECT_EQ(3, c.warm);
+	EXPECT_EQ(0, c.fallback);
+	EXPECT_EQ(0, c.bounces);
+	/* Everything known now: the same sequence is warm hits only. */
+	c = explained(cache_sequence, t);
+	EXPECT_EQ(0, c.recompile);
+	EXPECT_EQ(8, c.warm);
+	c = explained(fallback_sequence, t);
+	EXPECT_EQ(2, c.fallback);
+	EXPECT_EQ(0, c.recompile);
+	EXPECT_EQ(2, c.bounces);
+	EXPECT_EQ(2 * 77 * 4, c.bounce_bytes);
+	for (i = 0; i < 5; i++)
+		rbln_tensor_free(t[i]);
+}
+
 TEST_HARNESS_MAIN
