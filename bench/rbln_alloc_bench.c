@@ -11,9 +11,12 @@
  *    mimalloc serve from their heaps, with (next to) no system calls. On
  *    two threads both use one caching allocator, as librbln does (one per
  *    device), while glibc and mimalloc give each thread its own heap;
+ *    On two threads, the same allocator with thread_cache:0 too: the one
+ *    mutex alone, as before thread caches;
  *  - fragmentation: peak reserved / peak allocated while replaying the
  *    allocations of a transformer's generation loop, activations freed in
- *    LIFO order and in three non-LIFO orders (target: at most 1.15).
+ *    LIFO order and in three non-LIFO orders (target: at most 1.15), under
+ *    PyTorch's defaults and under RBLN_ALLOC_CONF settings.
  *
  * The mock provider never runs out: it hands out increasing fake device
  * addresses, and the device has always finished (point_done is true), so
@@ -94,14 +97,18 @@ static const struct rbln_segment_ops mock_ops = {
 	.point_done = mock_point_done,
 };
 
-static struct rbln_allocator *mock_allocator(struct mock *m)
+/* @conf: RBLN_ALLOC_CONF's syntax; the environment's is not read. */
+static struct rbln_allocator *mock_allocator(struct mock *m, const char *conf)
 {
 	struct rbln_allocator *a;
+	char msg[256];
 
 	*m = (struct mock){ .next_va = 1ull << 32 };
-	a = rbln_allocator_create(&mock_ops, m);
-	if (!a)
-		die("rbln_allocator_create", errno);
+	a = rbln_allocator_create_conf(&mock_ops, m, conf, msg, sizeof(msg));
+	if (!a) {
+		fprintf(stderr, "rbln_alloc_bench: %s\n", msg);
+		die("rbln_allocator_create_conf", errno);
+	}
 	return a;
 }
 
@@ -160,7 +167,7 @@ static void rbln_heap_free(void *ctx, uintptr_t p)
 	rbln_allocator_free(ctx, (struct rbln_block *)p, 0, 0);
 }
 
-enum { H_GLIBC, H_MIMALLOC, H_RBLN, H_COUNT };
+enum { H_GLIBC, H_MIMALLOC, H_RBLN, H_RBLN_NOTC, H_COUNT };
 
 static void bench_pairs(const struct mix *mix)
 {
@@ -170,9 +177,11 @@ static void bench_pairs(const struct mix *mix)
 	struct heap heaps[H_COUNT];
 	double best[H_COUNT], ns;
 	unsigned int nthreads, h, run;
-	struct mock m;
+	struct rbln_allocator *notc;
+	struct mock m, m2;
 
-	a = mock_allocator(&m);
+	a = mock_allocator(&m, NULL);
+	notc = mock_allocator(&m2, "thread_cache:0");
 	heaps[H_GLIBC] = (struct heap){ "glibc malloc/free", glibc_alloc, glibc_free, NULL };
 #ifdef HAVE_MIMALLOC
 	heaps[H_MIMALLOC] = (struct heap){ "mimalloc mi_malloc/mi_free", mi_alloc, mi_release, NULL };
@@ -180,6 +189,8 @@ static void bench_pairs(const struct mix *mix)
 	heaps[H_MIMALLOC] = (struct heap){ NULL, NULL, NULL, NULL };
 #endif
 	heaps[H_RBLN] = (struct heap){ "rbln_alloc, mock provider", rbln_heap_alloc, rbln_heap_free, a };
+	heaps[H_RBLN_NOTC] = (struct heap){ "rbln_alloc, thread_cache:0", rbln_heap_alloc,
+					    rbln_heap_free, notc };
 	trace_make(&traces[0], mix, SEED, PAIRS);
 	trace_make(&traces[1], mix, SEED + 1, PAIRS);
 
@@ -193,7 +204,8 @@ static void bench_pairs(const struct mix *mix)
 		/* Run 0 warms every heap up; the heaps take turns so that drift hits all. */
 		for (run = 0; run <= RUNS; run++) {
 			for (h = 0; h < H_COUNT; h++) {
-				if (!heaps[h].name)
+				/* one thread has no thread caches anyway */
+				if (!heaps[h].name || (h == H_RBLN_NOTC && nthreads == 1))
 					continue;
 				ns = pairs_seconds(&heaps[h], traces, nthreads) * 1e9;
 				if (run && ns < best[h])
@@ -212,11 +224,16 @@ static void bench_pairs(const struct mix *mix)
 		if (heaps[H_MIMALLOC].name)
 			printf("  %5.2fx mimalloc", best[H_RBLN] / best[H_MIMALLOC]);
 		printf("%s\n", best[H_RBLN] / best[H_GLIBC] <= 2.0 ? "" : "  (target: <= 2x glibc)");
+		if (nthreads > 1)
+			printf("    %-28s %8.1f ns  %5.2fx glibc  (one mutex, no thread caches)\n",
+			       heaps[H_RBLN_NOTC].name, best[H_RBLN_NOTC],
+			       best[H_RBLN_NOTC] / best[H_GLIBC]);
 	}
 	rbln_allocator_stats(a, &st);
 	printf("  rbln_alloc reserved %" PRId64 " segments from the provider, %.0f MiB at the peak\n\n",
 	       st.num_device_alloc, (double)st.reserved.peak / MiB);
 	rbln_allocator_destroy(a);
+	rbln_allocator_destroy(notc);
 	trace_free(&traces[0]);
 	trace_free(&traces[1]);
 }
@@ -428,11 +445,11 @@ static unsigned int weights_alloc(struct replay *r, struct tensor *w)
 }
 
 struct frag_result {
-	int64_t peak_allocated, peak_reserved;
+	int64_t peak_allocated, peak_reserved, device_allocs;
 	uint64_t allocs;
 };
 
-static struct frag_result replay_run(enum order order, bool weights)
+static struct frag_result replay_run(enum order order, bool weights, const char *conf)
 {
 	struct tensor kv[T_LAYERS][2], w[2 + T_LAYERS * 12 + 2];
 	struct rbln_allocator_stats st;
@@ -443,7 +460,7 @@ static struct frag_result replay_run(enum order order, bool weights)
 	struct mock m;
 	int l;
 
-	r.a = mock_allocator(&m);
+	r.a = mock_allocator(&m, conf);
 	memset(kv, 0, sizeof(kv));
 	if (weights)
 		nw = weights_alloc(&r, w);
@@ -454,6 +471,7 @@ static struct frag_result replay_run(enum order order, bool weights)
 	res.peak_allocated = st.allocated.peak;
 	res.peak_reserved = st.reserved.peak;
 	res.allocs = r.allocs;
+	res.device_allocs = st.num_device_alloc;
 	for (l = 0; l < T_LAYERS; l++)
 		for (i = 0; i < 2; i++)
 			t_free(&r, kv[l][i]);
@@ -466,26 +484,42 @@ static struct frag_result replay_run(enum order order, bool weights)
 	return res;
 }
 
+/* RBLN_ALLOC_CONF settings compared: PyTorch's defaults first. */
+static const char *const frag_confs[] = {
+	"",
+	"exact_large_segments:True",
+	"release_before_grow:True",
+	"max_split_size_mb:64",
+	"exact_large_segments:True,release_before_grow:True",
+};
+
 static void bench_fragmentation(void)
 {
 	struct frag_result res = { 0 }, resw;
 	double ratio, ratiow;
 	enum order o;
+	size_t c;
 
 	printf("fragmentation: greedy generation, OPT-1.3B shape (24 layers, hidden 2048), fp16,\n"
-	       "  batch 4, 512-token prompt + 255 decode steps, KV cache grown by reallocation\n");
-	printf("  %-36s %10s %10s %8s  %s\n", "activations freed", "peak alloc", "peak resv",
-	       "resv/alloc", "with weights resident");
-	for (o = 0; o < O_COUNT; o++) {
-		res = replay_run(o, false);
-		resw = replay_run(o, true);
-		ratio = (double)res.peak_reserved / (double)res.peak_allocated;
-		ratiow = (double)resw.peak_reserved / (double)resw.peak_allocated;
-		printf("  %-36s %6.0f MiB %6.0f MiB %8.3f  %6.3f (%.0f / %.0f MiB)%s\n",
-		       order_names[o], (double)res.peak_allocated / MiB,
-		       (double)res.peak_reserved / MiB, ratio, ratiow,
-		       (double)resw.peak_reserved / MiB, (double)resw.peak_allocated / MiB,
-		       ratio <= 1.15 ? "" : "  (target: <= 1.15)");
+	       "  batch 4, 512-token prompt + 255 decode steps, KV cache grown by reallocation;\n"
+	       "  peak reserved / peak allocated (target: <= 1.15), and segments reserved\n");
+	for (c = 0; c < sizeof(frag_confs) / sizeof(frag_confs[0]); c++) {
+		printf("  RBLN_ALLOC_CONF=\"%s\"%s\n", frag_confs[c],
+		       frag_confs[c][0] ? "" : " (PyTorch's defaults)");
+		printf("    %-34s %10s %10s %8s %5s  %s\n", "activations freed", "peak alloc",
+		       "peak resv", "resv/alloc", "segs", "with weights resident");
+		for (o = 0; o < O_COUNT; o++) {
+			res = replay_run(o, false, frag_confs[c]);
+			resw = replay_run(o, true, frag_confs[c]);
+			ratio = (double)res.peak_reserved / (double)res.peak_allocated;
+			ratiow = (double)resw.peak_reserved / (double)resw.peak_allocated;
+			printf("    %-34s %6.0f MiB %6.0f MiB %8.3f %5" PRId64
+			       "  %6.3f (%.0f / %.0f MiB)%s\n",
+			       order_names[o], (double)res.peak_allocated / MiB,
+			       (double)res.peak_reserved / MiB, ratio, res.device_allocs, ratiow,
+			       (double)resw.peak_reserved / MiB, (double)resw.peak_allocated / MiB,
+			       ratio <= 1.15 ? "" : "  (target: <= 1.15)");
+		}
 	}
 	printf("  (%" PRIu64 " allocations per replay without the weights)\n", res.allocs);
 }

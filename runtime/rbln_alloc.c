@@ -15,6 +15,9 @@
  *    every entirely free segment and retry once (num_alloc_retries); then
  *    fail with -ENOMEM and an explanation (num_ooms).
  *
+ * RBLN_ALLOC_CONF, modelled on PYTORCH_CUDA_ALLOC_CONF, changes some of
+ * this (struct alloc_conf; docs/runtime.md lists the options).
+ *
  * Queue-ordered reuse.  Every free block carries a "pending" state: the
  * timeline point of the last job that used its memory and that job's queue.
  * Until the point is done only work on that same queue, which runs in order
@@ -29,34 +32,65 @@
  * (Were a provider's point_done not monotonic, blocks would be promoted late,
  * never early.)
  *
- * Data structures.  Per pool, the free blocks reusable by any queue live in
- * a treap ordered by (size, va) and the free blocks pending on one queue in
- * a treap ordered by (queue, size, va): best fit is one O(log n) lower-bound
- * descent in each, no scan.  Mixed blocks sit only in the heap.  Blocks of a
- * segment form an address-ordered doubly linked list for coalescing.
+ * Data structures.  Free blocks reusable by any queue are indexed by
+ * (size, va): in the small pool one treap per 512-byte size class (sizes
+ * reach 2 MiB, a segment) with a two-level bitmap of the non-empty classes,
+ * so that best fit is a bit scan plus the leftmost node of a (usually tiny)
+ * treap; in the large pool, with few and varied blocks, one treap.  The free
+ * blocks pending on one queue are in a treap per pool ordered by (queue,
+ * size, va): best fit is one O(log n) descent, no scan.  Mixed blocks sit
+ * only in the heap.  Blocks of a segment form an address-ordered doubly
+ * linked list for coalescing.  Block records come from a free list refilled
+ * a chunk at a time, not from malloc per split.
  *
- * Locking.  One mutex per allocator guards everything; every public function
- * takes it.  The provider's alloc, free and point_done are called under it
- * (they are quick ioctls or reads, and PyTorch likewise holds its mutex
- * around cudaMalloc).  synchronize, which can wait for a long time, is never
- * called with the mutex held: the OOM ladder and empty_cache drop it, wait,
- * retake it and look at the state afresh.  Other threads keep allocating and
- * freeing meanwhile.
+ * Thread caches.  Once a second thread uses an allocator, each thread keeps
+ * a bounded cache of the small blocks it freed (struct tcache), per exact
+ * size: an allocation of that size on an eligible queue takes one back
+ * under the thread's own lock only, so that threads stop queueing on the
+ * allocator's mutex (and stop waiting for a holder the scheduler has
+ * preempted).  A single thread keeps PyTorch's exact placement: with one
+ * thread, there is no cache between it and the pools.  Cached blocks stay
+ * allocated as far as the pools are concerned (nobody coalesces into them)
+ * and carry their pending state, so the queue rule holds for them as for
+ * the pools.  The allocator takes every thread's cached blocks back into
+ * the pools before it reserves a new segment (thread caches never make
+ * reserved grow), in empty_cache and the OOM ladder, and a thread's when it
+ * exits or its cache overflows.
  *
- * Statistics are updated under the mutex; peaks are folded in at the end of
- * each operation, so a peak is the maximum over states between operations
- * (a fresh segment does not flash its whole size into cached.peak before
- * the block carved from it becomes active).  cached == reserved - active
- * holds at all times.
+ * Locking.  One mutex per allocator guards the pools, the segments and the
+ * list of thread caches.  A thread cache has its own mutex, which its
+ * thread takes alone on its fast path; others take it only while holding
+ * the allocator's (lock order: tc_registry, allocator, thread caches in
+ * list order), so a thread never holds its cache's mutex while waiting for
+ * the allocator's.  The provider's alloc and free are called under the
+ * allocator's mutex (they are quick ioctls, and PyTorch likewise holds its
+ * mutex around cudaMalloc); point_done is called with or without it, from
+ * any thread.  synchronize, which can wait for a long time, is never called
+ * with a mutex held: the OOM ladder and empty_cache drop it, wait, retake it
+ * and look at the state afresh.  Other threads keep allocating and freeing
+ * meanwhile.
+ *
+ * Statistics.  allocated, active and cached change on the thread caches'
+ * fast paths as well, so their current values and peaks are atomics;
+ * totals and the counters that only change under a mutex are plain, a
+ * thread cache's totals kept in the cache and folded in on reading.  An
+ * operation applies its net change once, at its end, so a peak is the
+ * maximum over states between operations (a fresh segment does not flash
+ * its whole size into cached.peak before the block carved from it becomes
+ * active).  Readers, reset_peak and reset_accumulated hold the allocator's
+ * mutex and every thread cache's: a snapshot is of one state, in which
+ * cached == reserved - active.
  */
 
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rbln_alloc.h"
 
@@ -71,12 +105,24 @@
 #define ROUND_LARGE		(2 * MiB)	/* large segments above MIN_LARGE_ALLOC round to this */
 #define MAX_ALLOC_SIZE		(1ull << 48)
 
+/* Small-pool size classes: every multiple of 512 up to a segment. */
+#define NCLASS			(SMALL_BUFFER / MIN_BLOCK_SIZE)
+#define NCLASS_WORDS		(NCLASS / 64)
+
+/* Thread caches: blocks up to TC_MAX_SIZE, at most TC_MAX_BYTES per thread. */
+#define TC_MAX_SIZE		(256 * KiB)
+#define TC_CLASSES		(TC_MAX_SIZE / MIN_BLOCK_SIZE)
+#define TC_MAX_BYTES		SMALL_BUFFER
+#define TC_DEFAULT_BLOCKS	64
+
+#define BLOCKS_PER_CHUNK	64
+
 enum pool_id { POOL_SMALL, POOL_LARGE, POOL_COUNT };
 
 /* Where a free block is indexed. */
 enum block_where {
-	W_NONE,		/* allocated (or in transit inside a function) */
-	W_READY,	/* pool->ready treap: reusable by any queue */
+	W_NONE,		/* allocated, in a thread cache, or in transit inside a function */
+	W_READY,	/* the pool's ready index: reusable by any queue */
 	W_PENDING,	/* pool->pending treap and the heap: reusable by its queue only */
 	W_MIXED,	/* heap only: reusable by nobody until its point is done */
 };
@@ -101,58 +147,255 @@ struct rbln_block {
 	struct rbln_block *prev, *next;	/* neighbours in the segment, by address */
 	uint64_t va, size;		/* size: rounded / whole block */
 	uint64_t requested;		/* bytes the caller asked for, while allocated */
-	bool allocated;
+	bool allocated;			/* not in a pool: in use or in a thread cache */
+	bool in_tc;			/* in a thread cache */
 	struct pstate st;
 
 	enum block_where where;
-	struct rbln_block *left, *right;	/* treap links */
+	struct rbln_block *left, *right;	/* treap links; a thread cache's age list */
+	struct rbln_block *tc_prev, *tc_next;	/* a thread cache's size bin */
 	uint32_t prio;
 	size_t heap_idx;
 };
 
 struct pool {
-	struct rbln_block *ready;	/* treap by (size, va) */
+	struct rbln_block *ready;	/* large pool: treap by (size, va) */
 	struct rbln_block *pending;	/* treap by (queue, size, va) */
+};
+
+/* Options from RBLN_ALLOC_CONF. */
+struct alloc_conf {
+	bool exact_large_segments;	/* large segments below 10 MiB: the request rounded to 2 MiB */
+	bool release_before_grow;	/* release free cached segments before reserving one */
+	uint64_t max_split_size;	/* large blocks at least this big are not split; 0: no limit */
+	unsigned int thread_cache;	/* blocks per thread cache; 0: no thread caches */
+};
+
+/* A current value and its peak, changed from thread caches without the allocator's mutex. */
+struct astat {
+	_Atomic int64_t current, peak;
+};
+
+enum { S_ALLOCATED, S_ACTIVE, S_CACHED, S_ATOMIC };
+
+/* Totals of the atomic stats: total_allocated, total_freed. */
+struct totals {
+	int64_t in[S_ATOMIC], out[S_ATOMIC];
+};
+
+/* One thread's cache of freed small blocks for one allocator. */
+struct tcache {
+	pthread_mutex_t lock;		/* the fields below; see Locking */
+	_Atomic(struct rbln_allocator *) a;	/* NULL once the allocator is destroyed */
+	struct tcache *prev, *next;	/* the allocator's list, under its mutex */
+	struct tcache *tnext;		/* the owning thread's list */
+	struct rbln_block *newest, *oldest;	/* age list through left (older) and right (newer) */
+	struct rbln_block *bin[TC_CLASSES];	/* by size, newest first, through tc_next/tc_prev */
+	unsigned int count;
+	uint64_t bytes;
+	struct totals totals;
+};
+
+struct block_chunk {
+	struct block_chunk *next;
+	struct rbln_block blocks[BLOCKS_PER_CHUNK];
 };
 
 struct rbln_allocator {
 	pthread_mutex_t lock;
 	struct rbln_segment_ops ops;
 	void *ctx;
+	struct alloc_conf conf;
 
 	struct pool pools[POOL_COUNT];
+	struct rbln_block *cls[NCLASS];	/* small pool's ready blocks: treap by va per size class */
+	uint64_t cls_bits[NCLASS_WORDS];	/* non-empty classes */
+	uint64_t cls_summary;		/* non-zero words of cls_bits */
 	struct rbln_block **heap;	/* min-heap of pending/mixed free blocks by point */
 	size_t heap_len, heap_cap;	/* heap_cap >= nblocks: pushes never allocate */
 	size_t nblocks;
+	struct rbln_block *spare;	/* unused block records, through next */
+	struct block_chunk *chunks;
 	struct rbln_segment *segments;	/* every segment held */
 	uint64_t prio_state;
 
-	struct rbln_allocator_stats stats;
+	/* Thread caches start once a second thread uses the allocator. */
+	pthread_t first_thread;
+	bool first_set;
+	atomic_bool shared;
+	struct tcache *tcaches;
+
+	struct astat astats[S_ATOMIC];
+	struct totals totals;		/* of the mutex-protected paths */
+	struct rbln_stat reserved;
+	int64_t num_alloc_retries, num_ooms, num_device_alloc, num_device_free;
 };
 
 /* ---- statistics ------------------------------------------------------- */
 
-static void stat_add(struct rbln_stat *s, int64_t delta)
+/* Net change of one operation. */
+struct delta {
+	int64_t d[S_ATOMIC];
+};
+
+/*
+ * @alone: no thread cache exists, the caller holds the allocator's mutex,
+ * nobody else changes the stat: a plain read-modify-write does (lock-prefixed
+ * ones cost a third of a cached pair's time on one thread).
+ */
+static void astat_apply(struct astat *s, int64_t d, struct totals *t, int i, bool alone)
 {
-	s->current += delta;
-	if (delta > 0)
-		s->total_allocated += delta;
+	int64_t cur, peak;
+
+	if (!d)
+		return;
+	if (alone) {
+		cur = atomic_load_explicit(&s->current, memory_order_relaxed) + d;
+		atomic_store_explicit(&s->current, cur, memory_order_relaxed);
+	} else {
+		cur = atomic_fetch_add_explicit(&s->current, d, memory_order_relaxed) + d;
+	}
+	if (d < 0) {
+		t->out[i] -= d;
+		return;
+	}
+	t->in[i] += d;
+	peak = atomic_load_explicit(&s->peak, memory_order_relaxed);
+	if (cur <= peak)
+		return;
+	if (alone)
+		atomic_store_explicit(&s->peak, cur, memory_order_relaxed);
 	else
-		s->total_freed -= delta;
+		while (cur > peak &&
+		       !atomic_compare_exchange_weak_explicit(&s->peak, &peak, cur,
+							      memory_order_relaxed,
+							      memory_order_relaxed))
+			;
 }
 
-static void stat_fold_peak(struct rbln_stat *s)
+/*
+ * Applies an operation's net change; with the allocator's mutex or a thread
+ * cache's held.  Thread caches exist only once the allocator is shared,
+ * which changes only under the allocator's mutex.
+ */
+static void delta_apply(struct rbln_allocator *a, const struct delta *d, struct totals *t)
 {
-	if (s->current > s->peak)
-		s->peak = s->current;
+	bool alone = !atomic_load_explicit(&a->shared, memory_order_relaxed);
+	int i;
+
+	for (i = 0; i < S_ATOMIC; i++)
+		astat_apply(&a->astats[i], d->d[i], t, i, alone);
 }
 
-static void fold_peaks(struct rbln_allocator *a)
+/* At the end of an operation under the allocator's mutex. */
+static void fold_reserved_peak(struct rbln_allocator *a)
 {
-	stat_fold_peak(&a->stats.allocated);
-	stat_fold_peak(&a->stats.reserved);
-	stat_fold_peak(&a->stats.active);
-	stat_fold_peak(&a->stats.cached);
+	if (a->reserved.current > a->reserved.peak)
+		a->reserved.peak = a->reserved.current;
+}
+
+/* Peaks of reserved are folded in by delta_apply(), at the end of the operation. */
+static void reserved_add(struct rbln_allocator *a, int64_t d)
+{
+	a->reserved.current += d;
+	if (d > 0)
+		a->reserved.total_allocated += d;
+	else
+		a->reserved.total_freed -= d;
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+static int parse_bool(const char *v, size_t n, bool *out)
+{
+	if ((n == 4 && !strncasecmp(v, "true", 4)) || (n == 1 && v[0] == '1'))
+		*out = true;
+	else if ((n == 5 && !strncasecmp(v, "false", 5)) || (n == 1 && v[0] == '0'))
+		*out = false;
+	else
+		return -1;
+	return 0;
+}
+
+static int parse_uint(const char *v, size_t n, uint64_t max, uint64_t *out)
+{
+	uint64_t x = 0;
+	size_t i;
+
+	if (!n)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (v[i] < '0' || v[i] > '9' || x > (max - (uint64_t)(v[i] - '0')) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(v[i] - '0');
+	}
+	*out = x;
+	return 0;
+}
+
+static void set_msg(char *msg, size_t msglen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_msg(char *msg, size_t msglen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!msg || !msglen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, msglen, fmt, ap);
+	va_end(ap);
+}
+
+/* "key:value,key:value" as in PYTORCH_CUDA_ALLOC_CONF; 0, or -EINVAL and why in @msg. */
+static int conf_parse(const char *s, struct alloc_conf *c, char *msg, size_t msglen)
+{
+	*c = (struct alloc_conf){ .thread_cache = TC_DEFAULT_BLOCKS };
+	while (s && *s) {
+		size_t len = strcspn(s, ","), klen = strcspn(s, ":,"), vlen;
+		const char *v = s + klen + 1;
+		uint64_t x = 0;
+		bool flag;
+		int bad = 0;
+
+		if (klen >= len) {
+			set_msg(msg, msglen, "'%.*s' is not key:value", (int)len, s);
+			return -EINVAL;
+		}
+		vlen = len - klen - 1;
+#define KEY(k) (klen == sizeof(k) - 1 && !strncmp(s, k, klen))
+		if (KEY("exact_large_segments")) {
+			bad = parse_bool(v, vlen, &c->exact_large_segments);
+		} else if (KEY("release_before_grow")) {
+			bad = parse_bool(v, vlen, &c->release_before_grow);
+		} else if (KEY("max_split_size_mb")) {
+			/* as in PyTorch: more than the 20 MiB segment, so small requests can split */
+			bad = parse_uint(v, vlen, MAX_ALLOC_SIZE / MiB, &x) || x <= LARGE_BUFFER / MiB;
+			c->max_split_size = x * MiB;
+		} else if (KEY("thread_cache")) {
+			bad = parse_uint(v, vlen, TC_MAX_BYTES / MIN_BLOCK_SIZE, &x);
+			c->thread_cache = (unsigned int)x;
+		} else if (KEY("expandable_segments")) {
+			bad = parse_bool(v, vlen, &flag);
+			if (!bad && flag) {
+				set_msg(msg, msglen, "expandable_segments is not supported: the driver "
+					"cannot reserve address space to grow a segment into "
+					"(exact_large_segments:True,release_before_grow:True "
+					"comes closest)");
+				return -EINVAL;
+			}
+		} else {
+			set_msg(msg, msglen, "unknown option '%.*s'", (int)klen, s);
+			return -EINVAL;
+		}
+#undef KEY
+		if (bad) {
+			set_msg(msg, msglen, "bad value '%.*s' for %.*s", (int)vlen, v, (int)klen, s);
+			return -EINVAL;
+		}
+		s += len + (s[len] == ',');
+	}
+	return 0;
 }
 
 /* ---- pending state ---------------------------------------------------- */
@@ -176,6 +419,37 @@ static struct pstate pstate_merge(struct pstate x, struct pstate y)
 	r.queue = x.queue;
 	r.mixed = x.mixed || y.mixed || x.queue != y.queue;
 	return r;
+}
+
+/* ---- block records ---------------------------------------------------- */
+
+static struct rbln_block *block_new(struct rbln_allocator *a)
+{
+	struct rbln_block *b = a->spare;
+
+	if (!b) {
+		struct block_chunk *c = malloc(sizeof(*c));
+		int i;
+
+		if (!c)
+			return NULL;
+		c->next = a->chunks;
+		a->chunks = c;
+		for (i = 0; i < BLOCKS_PER_CHUNK; i++) {
+			c->blocks[i].next = a->spare;
+			a->spare = &c->blocks[i];
+		}
+		b = a->spare;
+	}
+	a->spare = b->next;
+	memset(b, 0, sizeof(*b));
+	return b;
+}
+
+static void block_put(struct rbln_allocator *a, struct rbln_block *b)
+{
+	b->next = a->spare;
+	a->spare = b;
 }
 
 /* ---- treaps ----------------------------------------------------------- */
@@ -297,6 +571,55 @@ static struct rbln_block *pending_lower_bound(struct rbln_block *n, uint32_t que
 	return best && best->st.queue == queue ? best : NULL;
 }
 
+/* ---- the small pool's size classes ------------------------------------ */
+
+static size_t size_class(uint64_t size)
+{
+	return (size_t)(size / MIN_BLOCK_SIZE) - 1;
+}
+
+static void class_insert(struct rbln_allocator *a, struct rbln_block *b)
+{
+	size_t c = size_class(b->size);
+
+	treap_insert(&a->cls[c], b, TREE_READY);
+	a->cls_bits[c / 64] |= 1ull << (c % 64);
+	a->cls_summary |= 1ull << (c / 64);
+}
+
+static void class_remove(struct rbln_allocator *a, struct rbln_block *b)
+{
+	size_t c = size_class(b->size);
+
+	treap_remove(&a->cls[c], b, TREE_READY);
+	if (a->cls[c])
+		return;
+	a->cls_bits[c / 64] &= ~(1ull << (c % 64));
+	if (!a->cls_bits[c / 64])
+		a->cls_summary &= ~(1ull << (c / 64));
+}
+
+/* The lowest-address block of the smallest non-empty class >= @size's. */
+static struct rbln_block *class_lower_bound(struct rbln_allocator *a, uint64_t size)
+{
+	size_t c = size_class(size), w = c / 64;
+	uint64_t bits = a->cls_bits[w] & (~0ull << (c % 64));
+	struct rbln_block *n;
+
+	if (!bits) {
+		uint64_t words = w + 1 < 64 ? a->cls_summary & (~0ull << (w + 1)) : 0;
+
+		if (!words)
+			return NULL;
+		w = (size_t)__builtin_ctzll(words);
+		bits = a->cls_bits[w];
+	}
+	n = a->cls[w * 64 + (size_t)__builtin_ctzll(bits)];
+	while (n->left)
+		n = n->left;
+	return n;
+}
+
 /* ---- heap of pending blocks ------------------------------------------- */
 
 static void heap_set(struct rbln_allocator *a, size_t i, struct rbln_block *b)
@@ -392,7 +715,10 @@ static void unlink_free(struct rbln_allocator *a, struct rbln_block *b)
 
 	switch (b->where) {
 	case W_READY:
-		treap_remove(&p->ready, b, TREE_READY);
+		if (b->seg->pool == POOL_SMALL)
+			class_remove(a, b);
+		else
+			treap_remove(&p->ready, b, TREE_READY);
 		break;
 	case W_PENDING:
 		treap_remove(&p->pending, b, TREE_PENDING);
@@ -415,7 +741,10 @@ static void link_free(struct rbln_allocator *a, struct rbln_block *b)
 	b->st = pstate_normalize(a, b->st);
 	b->prio = next_prio(a);
 	if (!b->st.point) {
-		treap_insert(&p->ready, b, TREE_READY);
+		if (b->seg->pool == POOL_SMALL)
+			class_insert(a, b);
+		else
+			treap_insert(&p->ready, b, TREE_READY);
 		b->where = W_READY;
 		return;
 	}
@@ -428,7 +757,7 @@ static void link_free(struct rbln_allocator *a, struct rbln_block *b)
 	}
 }
 
-/* Moves every pending block whose point is done to its ready treap. */
+/* Moves every pending block whose point is done to its ready index. */
 static void process_pending(struct rbln_allocator *a)
 {
 	while (a->heap_len && a->ops.point_done(a->ctx, a->heap[0]->st.point)) {
@@ -440,6 +769,378 @@ static void process_pending(struct rbln_allocator *a)
 	}
 }
 
+/*
+ * Returns a block leaving use (or a thread cache) to its pool with pending
+ * state @st, merging it with its free neighbours.  Statistics are the
+ * caller's.
+ */
+static void pool_put(struct rbln_allocator *a, struct rbln_block *b, struct pstate st)
+{
+	struct rbln_block *n;
+
+	b->allocated = false;
+	b->in_tc = false;
+	b->requested = 0;
+	n = b->prev;
+	if (n && !n->allocated) {
+		unlink_free(a, n);
+		st = pstate_merge(pstate_normalize(a, n->st), st);
+		n->size += b->size;
+		n->next = b->next;
+		if (b->next)
+			b->next->prev = n;
+		block_put(a, b);
+		a->nblocks--;
+		b = n;
+	}
+	n = b->next;
+	if (n && !n->allocated) {
+		unlink_free(a, n);
+		st = pstate_merge(st, pstate_normalize(a, n->st));
+		b->size += n->size;
+		b->next = n->next;
+		if (n->next)
+			n->next->prev = b;
+		block_put(a, n);
+		a->nblocks--;
+	}
+	b->st = st;
+	link_free(a, b);
+}
+
+/* ---- thread caches ---------------------------------------------------- */
+
+/*
+ * Guards the lifetime of thread caches between their threads' exit and
+ * their allocators' destruction; taken before any allocator's mutex.
+ */
+static pthread_mutex_t tc_registry = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t tc_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t tc_key;
+static bool tc_key_ok;
+static _Thread_local struct tcache *tl_caches;	/* this thread's, one per allocator */
+static _Thread_local struct tcache *tl_last;	/* the last one used */
+
+static struct tcache *tc_find(struct rbln_allocator *a)
+{
+	struct tcache *tc = tl_last;
+
+	if (tc && atomic_load_explicit(&tc->a, memory_order_relaxed) == a)
+		return tc;
+	for (tc = tl_caches; tc; tc = tc->tnext) {
+		if (atomic_load_explicit(&tc->a, memory_order_relaxed) == a) {
+			tl_last = tc;
+			return tc;
+		}
+	}
+	return NULL;
+}
+
+static void tc_bin_unlink(struct tcache *tc, struct rbln_block *b)
+{
+	if (b->tc_prev)
+		b->tc_prev->tc_next = b->tc_next;
+	else
+		tc->bin[size_class(b->size)] = b->tc_next;
+	if (b->tc_next)
+		b->tc_next->tc_prev = b->tc_prev;
+}
+
+/* Removes @b from @tc (its lock held): from its bin and the age list. */
+static void tc_unlink(struct tcache *tc, struct rbln_block *b)
+{
+	tc_bin_unlink(tc, b);
+	if (b->right)
+		b->right->left = b->left;
+	else
+		tc->newest = b->left;
+	if (b->left)
+		b->left->right = b->right;
+	else
+		tc->oldest = b->right;
+	b->left = b->right = b->tc_prev = b->tc_next = NULL;
+	tc->count--;
+	tc->bytes -= b->size;
+}
+
+static void tc_push(struct tcache *tc, struct rbln_block *b)
+{
+	struct rbln_block **bin = &tc->bin[size_class(b->size)];
+
+	b->tc_prev = NULL;
+	b->tc_next = *bin;
+	if (*bin)
+		(*bin)->tc_prev = b;
+	*bin = b;
+	b->right = NULL;
+	b->left = tc->newest;
+	if (tc->newest)
+		tc->newest->right = b;
+	else
+		tc->oldest = b;
+	tc->newest = b;
+	tc->count++;
+	tc->bytes += b->size;
+}
+
+/*
+ * Detaches the oldest blocks of @tc (its lock held) until at most @keep
+ * blocks and @keep_bytes stay, as a list through tc_next.
+ */
+static struct rbln_block *tc_take_oldest(struct tcache *tc, unsigned int keep,
+					 uint64_t keep_bytes)
+{
+	struct rbln_block *list = NULL, *b;
+
+	while ((b = tc->oldest) && (tc->count > keep || tc->bytes > keep_bytes)) {
+		tc_unlink(tc, b);
+		b->tc_next = list;
+		list = b;
+	}
+	return list;
+}
+
+/* Returns blocks detached from a thread cache to their pools; the allocator's mutex held. */
+static void tc_return(struct rbln_allocator *a, struct rbln_block *list)
+{
+	while (list) {
+		struct rbln_block *b = list;
+
+		list = b->tc_next;
+		b->tc_next = NULL;
+		pool_put(a, b, pstate_normalize(a, b->st));
+	}
+}
+
+/* Takes every thread's cached blocks back into the pools; the allocator's mutex held. */
+static bool tc_reclaim_all(struct rbln_allocator *a)
+{
+	struct tcache *tc;
+	bool any = false;
+
+	for (tc = a->tcaches; tc; tc = tc->next) {
+		struct rbln_block *list;
+
+		pthread_mutex_lock(&tc->lock);
+		list = tc_take_oldest(tc, 0, 0);
+		pthread_mutex_unlock(&tc->lock);
+		any |= list != NULL;
+		tc_return(a, list);
+	}
+	return any;
+}
+
+static void tc_lock_all(struct rbln_allocator *a)
+{
+	struct tcache *tc;
+
+	for (tc = a->tcaches; tc; tc = tc->next)
+		pthread_mutex_lock(&tc->lock);
+}
+
+static void tc_unlock_all(struct rbln_allocator *a)
+{
+	struct tcache *tc;
+
+	for (tc = a->tcaches; tc; tc = tc->next)
+		pthread_mutex_unlock(&tc->lock);
+}
+
+/* At thread exit: every cache of the thread goes back to its allocator. */
+static void tc_thread_exit(void *arg)
+{
+	struct tcache *tc = arg, *next;
+	int i;
+
+	pthread_mutex_lock(&tc_registry);
+	for (; tc; tc = next) {
+		struct rbln_allocator *a = atomic_load(&tc->a);
+
+		next = tc->tnext;
+		if (a) {
+			struct rbln_block *list;
+
+			pthread_mutex_lock(&a->lock);
+			if (tc->prev)
+				tc->prev->next = tc->next;
+			else
+				a->tcaches = tc->next;
+			if (tc->next)
+				tc->next->prev = tc->prev;
+			pthread_mutex_lock(&tc->lock);
+			list = tc_take_oldest(tc, 0, 0);
+			for (i = 0; i < S_ATOMIC; i++) {
+				a->totals.in[i] += tc->totals.in[i];
+				a->totals.out[i] += tc->totals.out[i];
+			}
+			pthread_mutex_unlock(&tc->lock);
+			tc_return(a, list);
+			pthread_mutex_unlock(&a->lock);
+		}
+		pthread_mutex_destroy(&tc->lock);
+		free(tc);
+	}
+	pthread_mutex_unlock(&tc_registry);
+	tl_caches = tl_last = NULL;
+}
+
+static void tc_key_create(void)
+{
+	tc_key_ok = !pthread_key_create(&tc_key, tc_thread_exit);
+}
+
+/* Frees this thread's caches of destroyed allocators; not with an allocator's mutex held. */
+static void tc_prune(void)
+{
+	struct tcache **link = &tl_caches, *tc;
+	bool pruned = false;
+
+	pthread_mutex_lock(&tc_registry);
+	while ((tc = *link)) {
+		if (atomic_load(&tc->a)) {
+			link = &tc->tnext;
+			continue;
+		}
+		pruned = true;
+		*link = tc->tnext;
+		if (tl_last == tc)
+			tl_last = NULL;
+		pthread_mutex_destroy(&tc->lock);
+		free(tc);
+	}
+	/* the exit destructor gets the list's head (the key exists: this thread made caches) */
+	if (pruned)
+		pthread_setspecific(tc_key, tl_caches);
+	pthread_mutex_unlock(&tc_registry);
+}
+
+/* This thread's cache for @a, created if need be; the allocator's mutex held. NULL: none. */
+static struct tcache *tc_get_locked(struct rbln_allocator *a)
+{
+	struct tcache *tc = tc_find(a);
+
+	if (tc)
+		return tc;
+	pthread_once(&tc_key_once, tc_key_create);
+	if (!tc_key_ok)
+		return NULL;
+	tc = calloc(1, sizeof(*tc));
+	if (!tc)
+		return NULL;
+	if (pthread_mutex_init(&tc->lock, NULL)) {
+		free(tc);
+		return NULL;
+	}
+	atomic_init(&tc->a, a);
+	tc->tnext = tl_caches;
+	if (pthread_setspecific(tc_key, tc)) {
+		pthread_mutex_destroy(&tc->lock);
+		free(tc);
+		return NULL;
+	}
+	tl_caches = tc;
+	tl_last = tc;
+	tc->next = a->tcaches;
+	if (a->tcaches)
+		a->tcaches->prev = tc;
+	a->tcaches = tc;
+	return tc;
+}
+
+/* Notes which threads use @a; the allocator's mutex held. */
+static void note_thread(struct rbln_allocator *a)
+{
+	pthread_t self = pthread_self();
+
+	if (atomic_load_explicit(&a->shared, memory_order_relaxed))
+		return;
+	if (!a->first_set) {
+		a->first_thread = self;
+		a->first_set = true;
+	} else if (!pthread_equal(a->first_thread, self)) {
+		atomic_store(&a->shared, true);
+	}
+}
+
+static bool tc_enabled(struct rbln_allocator *a)
+{
+	return a->conf.thread_cache && atomic_load_explicit(&a->shared, memory_order_relaxed);
+}
+
+/* May @b, pending as @st, be reused by work on @queue now? Normalizes @st. */
+static bool reusable_on(const struct rbln_allocator *a, struct pstate *st, uint32_t queue)
+{
+	if (!st->point || (!st->mixed && st->queue == queue))
+		return true;
+	*st = pstate_normalize(a, *st);
+	return !st->point;
+}
+
+/* An allocation from this thread's cache: true and *out, or false. */
+static bool tc_alloc(struct rbln_allocator *a, uint64_t rounded, uint64_t size, uint32_t queue,
+		     struct rbln_block **out)
+{
+	struct tcache *tc = tc_find(a);
+	struct rbln_block *b;
+	struct delta d;
+
+	if (!tc)
+		return false;
+	pthread_mutex_lock(&tc->lock);
+	for (b = tc->bin[size_class(rounded)]; b; b = b->tc_next)
+		if (reusable_on(a, &b->st, queue))
+			break;
+	if (!b) {
+		pthread_mutex_unlock(&tc->lock);
+		return false;
+	}
+	tc_unlink(tc, b);
+	b->in_tc = false;
+	b->requested = size;
+	d = (struct delta){ { (int64_t)size, (int64_t)b->size, -(int64_t)b->size } };
+	delta_apply(a, &d, &tc->totals);
+	pthread_mutex_unlock(&tc->lock);
+	*out = b;
+	return true;
+}
+
+/*
+ * A free into this thread's cache: false when @b is not for it (the caller
+ * frees it to its pool).
+ */
+static bool tc_free(struct rbln_allocator *a, struct rbln_block *b, struct pstate last)
+{
+	struct tcache *tc;
+	struct rbln_block *list;
+	struct delta d;
+
+	if (b->seg->pool != POOL_SMALL || b->size > TC_MAX_SIZE || !(tc = tc_find(a)))
+		return false;
+	pthread_mutex_lock(&tc->lock);
+	/* see rbln_allocator_free(): a second free is ignored */
+	if (!b->allocated || b->in_tc) {
+		pthread_mutex_unlock(&tc->lock);
+		return true;
+	}
+	b->st = pstate_merge(pstate_normalize(a, b->st), pstate_normalize(a, last));
+	b->in_tc = true;
+	d = (struct delta){ { -(int64_t)b->requested, -(int64_t)b->size, (int64_t)b->size } };
+	b->requested = 0;
+	delta_apply(a, &d, &tc->totals);
+	tc_push(tc, b);
+	list = NULL;
+	/* full: the older half goes back, in one trip to the pools */
+	if (tc->count > a->conf.thread_cache || tc->bytes > TC_MAX_BYTES)
+		list = tc_take_oldest(tc, a->conf.thread_cache / 2, TC_MAX_BYTES / 2);
+	pthread_mutex_unlock(&tc->lock);
+	if (list) {
+		pthread_mutex_lock(&a->lock);
+		tc_return(a, list);
+		pthread_mutex_unlock(&a->lock);
+	}
+	return true;
+}
+
 /* ---- segments --------------------------------------------------------- */
 
 static bool segment_unsplit_free(const struct rbln_segment *s)
@@ -447,33 +1148,33 @@ static bool segment_unsplit_free(const struct rbln_segment *s)
 	return !s->first->allocated && s->first->size == s->size;
 }
 
-static void segment_release(struct rbln_allocator *a, struct rbln_segment *s)
+static void segment_release(struct rbln_allocator *a, struct rbln_segment *s, struct delta *d)
 {
 	unlink_free(a, s->first);
 	a->ops.free(a->ctx, s->handle);
-	a->stats.num_device_free++;
-	stat_add(&a->stats.reserved, -(int64_t)s->size);
-	stat_add(&a->stats.cached, -(int64_t)s->size);
+	a->num_device_free++;
+	reserved_add(a, -(int64_t)s->size);
+	d->d[S_CACHED] -= (int64_t)s->size;
 	if (s->prev)
 		s->prev->next = s->next;
 	else
 		a->segments = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
-	free(s->first);
+	block_put(a, s->first);
 	free(s);
 	a->nblocks--;
 }
 
 /* Releases every entirely free segment whose memory no job still uses. */
-static void release_cached(struct rbln_allocator *a)
+static void release_cached(struct rbln_allocator *a, struct delta *d)
 {
 	struct rbln_segment *s = a->segments, *next;
 
 	for (; s; s = next) {
 		next = s->next;
 		if (segment_unsplit_free(s) && !pstate_normalize(a, s->first->st).point)
-			segment_release(a, s);
+			segment_release(a, s, d);
 	}
 }
 
@@ -488,11 +1189,12 @@ static size_t count_pending_unsplit(struct rbln_allocator *a)
 	return n;
 }
 
-static uint64_t segment_size_for(enum pool_id pool, uint64_t rounded)
+static uint64_t segment_size_for(const struct rbln_allocator *a, enum pool_id pool,
+				 uint64_t rounded)
 {
 	if (pool == POOL_SMALL)
 		return SMALL_BUFFER;
-	if (rounded < MIN_LARGE_ALLOC)
+	if (rounded < MIN_LARGE_ALLOC && !a->conf.exact_large_segments)
 		return LARGE_BUFFER;
 	return (rounded + ROUND_LARGE - 1) & ~(ROUND_LARGE - 1);
 }
@@ -502,7 +1204,7 @@ static uint64_t segment_size_for(enum pool_id pool, uint64_t rounded)
  * 0 and *out, or the provider's -errno, or -ENOMEM (host).
  */
 static int segment_new(struct rbln_allocator *a, enum pool_id pool, uint64_t size,
-		       struct rbln_block **out)
+		       struct rbln_block **out, struct delta *d)
 {
 	struct rbln_segment *s;
 	struct rbln_block *b;
@@ -511,21 +1213,22 @@ static int segment_new(struct rbln_allocator *a, enum pool_id pool, uint64_t siz
 	int ret;
 
 	s = calloc(1, sizeof(*s));
-	b = calloc(1, sizeof(*b));
-	if (!s || !b || heap_reserve(a)) {
+	b = s ? block_new(a) : NULL;
+	if (!b || heap_reserve(a)) {
+		if (b)
+			block_put(a, b);
 		free(s);
-		free(b);
 		return -ENOMEM;
 	}
 	ret = a->ops.alloc(a->ctx, size, &handle, &va);
 	if (ret) {
+		block_put(a, b);
 		free(s);
-		free(b);
 		return ret < 0 ? ret : -EIO;
 	}
-	a->stats.num_device_alloc++;
-	stat_add(&a->stats.reserved, (int64_t)size);
-	stat_add(&a->stats.cached, (int64_t)size);
+	a->num_device_alloc++;
+	reserved_add(a, (int64_t)size);
+	d->d[S_CACHED] += (int64_t)size;
 
 	s->va = va;
 	s->size = size;
@@ -548,11 +1251,34 @@ static int segment_new(struct rbln_allocator *a, enum pool_id pool, uint64_t siz
 
 /* ---- allocation ------------------------------------------------------- */
 
-static bool should_split(enum pool_id pool, uint64_t remaining)
+static bool should_split(const struct rbln_allocator *a, enum pool_id pool, uint64_t rounded,
+			 uint64_t remaining)
 {
 	if (pool == POOL_SMALL)
 		return remaining >= MIN_BLOCK_SIZE;
+	if (a->conf.max_split_size && rounded >= a->conf.max_split_size)
+		return false;
 	return remaining > SMALL_SIZE;
+}
+
+/*
+ * max_split_size_mb, as in PyTorch: a request below the limit takes no block
+ * at or above it (those are kept whole for big requests), and a request at
+ * or above it takes a block at most 20 MiB bigger.  Candidates are the
+ * smallest that fit: if one is refused, every bigger one would be too.
+ */
+static struct rbln_block *split_limit(const struct rbln_allocator *a, struct rbln_block *b,
+				      uint64_t rounded)
+{
+	uint64_t max = a->conf.max_split_size;
+
+	if (!b || !max || b->seg->pool == POOL_SMALL)
+		return b;
+	if (rounded < max && b->size >= max)
+		return NULL;
+	if (rounded >= max && b->size >= rounded + LARGE_BUFFER)
+		return NULL;
+	return b;
 }
 
 /* Best fit for @queue: ready blocks and blocks pending on @queue alike. */
@@ -560,9 +1286,13 @@ static struct rbln_block *find_free(struct rbln_allocator *a, enum pool_id pool,
 				    uint32_t queue)
 {
 	struct pool *p = &a->pools[pool];
-	struct rbln_block *r = ready_lower_bound(p->ready, size);
-	struct rbln_block *q = pending_lower_bound(p->pending, queue, size);
+	struct rbln_block *r, *q;
 
+	if (pool == POOL_SMALL)
+		r = class_lower_bound(a, size);
+	else
+		r = split_limit(a, ready_lower_bound(p->ready, size), size);
+	q = split_limit(a, pending_lower_bound(p->pending, queue, size), size);
 	if (!r)
 		return q;
 	if (!q)
@@ -572,15 +1302,15 @@ static struct rbln_block *find_free(struct rbln_allocator *a, enum pool_id pool,
 
 /* Hands out @b (free, big enough) for @size bytes, splitting off the rest. */
 static void take_block(struct rbln_allocator *a, struct rbln_block *b, uint64_t rounded,
-		       uint64_t size)
+		       uint64_t size, struct delta *d)
 {
 	uint64_t remaining = b->size - rounded;
 	struct rbln_block *r;
 
 	unlink_free(a, b);
 	/* Without host memory for the remainder's bookkeeping, hand out the whole block. */
-	if (should_split(b->seg->pool, remaining) && !heap_reserve(a) &&
-	    (r = calloc(1, sizeof(*r)))) {
+	if (should_split(a, b->seg->pool, rounded, remaining) && !heap_reserve(a) &&
+	    (r = block_new(a))) {
 		a->nblocks++;
 		r->seg = b->seg;
 		r->va = b->va + rounded;
@@ -597,23 +1327,9 @@ static void take_block(struct rbln_allocator *a, struct rbln_block *b, uint64_t 
 	/* b->st stays: memory still pending on this queue stays so when freed again */
 	b->allocated = true;
 	b->requested = size;
-	stat_add(&a->stats.allocated, (int64_t)size);
-	stat_add(&a->stats.active, (int64_t)b->size);
-	stat_add(&a->stats.cached, -(int64_t)b->size);
-}
-
-static void set_msg(char *msg, size_t msglen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_msg(char *msg, size_t msglen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!msg || !msglen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, msglen, fmt, ap);
-	va_end(ap);
+	d->d[S_ALLOCATED] += (int64_t)size;
+	d->d[S_ACTIVE] += (int64_t)b->size;
+	d->d[S_CACHED] -= (int64_t)b->size;
 }
 
 static double mib(int64_t bytes)
@@ -625,6 +1341,7 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 			 struct rbln_block **out, char *msg, size_t msglen)
 {
 	struct rbln_block *b = NULL;
+	struct delta d = { { 0 } };
 	enum pool_id pool;
 	uint64_t rounded, segsize;
 	int ret = 0, attempt;
@@ -640,18 +1357,28 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 		return -EINVAL;
 	}
 	rounded = (size + MIN_BLOCK_SIZE - 1) & ~(MIN_BLOCK_SIZE - 1);
+	if (rounded <= TC_MAX_SIZE && tc_enabled(a) && tc_alloc(a, rounded, size, queue, out))
+		return 0;
 	pool = rounded <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
-	segsize = segment_size_for(pool, rounded);
+	segsize = segment_size_for(a, pool, rounded);
 
 	pthread_mutex_lock(&a->lock);
+	note_thread(a);
 	for (attempt = 0; ; attempt++) {
 		process_pending(a);
 		b = find_free(a, pool, rounded, queue);
 		if (b)
 			break;
-		if (attempt == 1)
-			release_cached(a);
-		ret = segment_new(a, pool, segsize, &b);
+		/* memory in thread caches is used before the device's */
+		if (tc_reclaim_all(a)) {
+			process_pending(a);
+			b = find_free(a, pool, rounded, queue);
+			if (b)
+				break;
+		}
+		if (attempt == 1 || a->conf.release_before_grow)
+			release_cached(a, &d);
+		ret = segment_new(a, pool, segsize, &b, &d);
 		if (!ret)
 			break;
 		if (ret != -ENOSPC) {
@@ -660,14 +1387,21 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 			goto out;
 		}
 		if (attempt == 1) {
-			a->stats.num_ooms++;
+			int64_t allocated;
+
+			a->num_ooms++;
+			delta_apply(a, &d, &a->totals);
+			d = (struct delta){ { 0 } };
+			/* consistent figures: no thread cache changes them meanwhile */
+			tc_lock_all(a);
+			allocated = atomic_load(&a->astats[S_ALLOCATED].current);
+			tc_unlock_all(a);
 			set_msg(msg, msglen, "out of device memory: tried to allocate %.2f MiB; "
 				"the device has %.2f MiB in use by this process "
 				"(%.2f MiB allocated, %.2f MiB reserved but unallocated); "
 				"free or empty_cache() memory",
-				mib((int64_t)size), mib(a->stats.reserved.current),
-				mib(a->stats.allocated.current),
-				mib(a->stats.reserved.current - a->stats.allocated.current));
+				mib((int64_t)size), mib(a->reserved.current), mib(allocated),
+				mib(a->reserved.current - allocated));
 			ret = -ENOMEM;
 			goto out;
 		}
@@ -676,7 +1410,9 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 		 * then look again (blocks pending on other queues may be free
 		 * now) and, failing that, release the cache and retry once.
 		 */
-		a->stats.num_alloc_retries++;
+		a->num_alloc_retries++;
+		delta_apply(a, &d, &a->totals);
+		d = (struct delta){ { 0 } };
 		pthread_mutex_unlock(&a->lock);
 		/*
 		 * A failed wait (device lost or reset) is not fatal here: the
@@ -685,11 +1421,12 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 		a->ops.synchronize(a->ctx);
 		pthread_mutex_lock(&a->lock);
 	}
-	take_block(a, b, rounded, size);
-	fold_peaks(a);
+	take_block(a, b, rounded, size, &d);
 	*out = b;
 	ret = 0;
 out:
+	delta_apply(a, &d, &a->totals);
+	fold_reserved_peak(a);
 	pthread_mutex_unlock(&a->lock);
 	return ret;
 }
@@ -697,56 +1434,37 @@ out:
 void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_t last_point,
 			 uint32_t last_queue)
 {
-	struct rbln_block *n;
+	struct pstate last = { .point = last_point, .queue = last_queue };
+	struct delta d;
 	struct pstate st;
 
 	if (!a || !b)
 		return;
+	if (tc_enabled(a) && tc_free(a, b, last))
+		return;
 	pthread_mutex_lock(&a->lock);
+	note_thread(a);
 	/*
 	 * A second free of a block not yet merged into a neighbour is ignored
 	 * rather than corrupting the pools; once merged, the handle is gone
 	 * and freeing it again is undefined, as with free(3).
 	 */
-	if (!b->allocated) {
+	if (!b->allocated || b->in_tc) {
 		pthread_mutex_unlock(&a->lock);
 		return;
 	}
-	st = pstate_normalize(a, (struct pstate){ .point = last_point, .queue = last_queue });
-	st = pstate_merge(pstate_normalize(a, b->st), st);
-
-	b->allocated = false;
-	stat_add(&a->stats.allocated, -(int64_t)b->requested);
-	stat_add(&a->stats.active, -(int64_t)b->size);
-	stat_add(&a->stats.cached, (int64_t)b->size);
-	b->requested = 0;
-
-	n = b->prev;
-	if (n && !n->allocated) {
-		unlink_free(a, n);
-		st = pstate_merge(pstate_normalize(a, n->st), st);
-		n->size += b->size;
-		n->next = b->next;
-		if (b->next)
-			b->next->prev = n;
-		free(b);
-		a->nblocks--;
-		b = n;
+	if (tc_enabled(a) && b->seg->pool == POOL_SMALL && b->size <= TC_MAX_SIZE &&
+	    tc_get_locked(a)) {
+		/* this thread's first free since caching started: its cache exists now */
+		pthread_mutex_unlock(&a->lock);
+		if (tc_free(a, b, last))
+			return;
+		pthread_mutex_lock(&a->lock);
 	}
-	n = b->next;
-	if (n && !n->allocated) {
-		unlink_free(a, n);
-		st = pstate_merge(st, pstate_normalize(a, n->st));
-		b->size += n->size;
-		b->next = n->next;
-		if (n->next)
-			n->next->prev = b;
-		free(n);
-		a->nblocks--;
-	}
-	b->st = st;
-	link_free(a, b);
-	fold_peaks(a);
+	st = pstate_merge(pstate_normalize(a, b->st), pstate_normalize(a, last));
+	d = (struct delta){ { -(int64_t)b->requested, -(int64_t)b->size, (int64_t)b->size } };
+	pool_put(a, b, st);
+	delta_apply(a, &d, &a->totals);
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -768,31 +1486,47 @@ uint32_t rbln_block_handle(const struct rbln_block *b)
 /*
  * Like PyTorch's empty_cache, which first waits for the events of freed
  * blocks: when an entirely free segment is still pending, wait for the
- * device (without the lock) so that it can be released too.
+ * device (without the lock) so that it can be released too.  Blocks in
+ * thread caches are taken back first: they are cached memory like any other.
  */
 void rbln_allocator_empty_cache(struct rbln_allocator *a)
 {
+	struct delta d = { { 0 } };
+
 	if (!a)
 		return;
 	pthread_mutex_lock(&a->lock);
+	tc_reclaim_all(a);
 	process_pending(a);
 	if (count_pending_unsplit(a)) {
 		pthread_mutex_unlock(&a->lock);
 		a->ops.synchronize(a->ctx);
 		pthread_mutex_lock(&a->lock);
+		tc_reclaim_all(a);
 		process_pending(a);
 	}
-	release_cached(a);
+	release_cached(a, &d);
+	delta_apply(a, &d, &a->totals);
 	pthread_mutex_unlock(&a->lock);
 }
 
 /* ---- lifetime and statistics ------------------------------------------ */
 
-struct rbln_allocator *rbln_allocator_create(const struct rbln_segment_ops *ops, void *ctx)
+struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops *ops, void *ctx,
+						  const char *conf, char *msg, size_t msglen)
 {
 	struct rbln_allocator *a;
+	struct alloc_conf c;
+	int i;
 
+	if (msg && msglen)
+		msg[0] = '\0';
 	if (!ops || !ops->alloc || !ops->free || !ops->synchronize || !ops->point_done) {
+		set_msg(msg, msglen, "incomplete segment provider");
+		errno = EINVAL;
+		return NULL;
+	}
+	if (conf_parse(conf, &c, msg, msglen)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -806,71 +1540,131 @@ struct rbln_allocator *rbln_allocator_create(const struct rbln_segment_ops *ops,
 	}
 	a->ops = *ops;
 	a->ctx = ctx;
+	a->conf = c;
 	a->prio_state = (uint64_t)(uintptr_t)a;
+	atomic_init(&a->shared, false);
+	for (i = 0; i < S_ATOMIC; i++) {
+		atomic_init(&a->astats[i].current, 0);
+		atomic_init(&a->astats[i].peak, 0);
+	}
+	/* a destroyed allocator's caches of this thread: a new one may get its address */
+	tc_prune();
 	return a;
+}
+
+struct rbln_allocator *rbln_allocator_create(const struct rbln_segment_ops *ops, void *ctx)
+{
+	const char *conf = getenv("RBLN_ALLOC_CONF");
+	struct alloc_conf c;
+	char msg[256];
+
+	/* A bad setting must not take the device away: say so, keep the defaults. */
+	if (conf && conf_parse(conf, &c, msg, sizeof(msg))) {
+		fprintf(stderr, "librbln: RBLN_ALLOC_CONF: %s; using the defaults\n", msg);
+		conf = NULL;
+	}
+	return rbln_allocator_create_conf(ops, ctx, conf, NULL, 0);
 }
 
 /* Returns every segment to the provider; blocks still allocated become invalid. */
 void rbln_allocator_destroy(struct rbln_allocator *a)
 {
 	struct rbln_segment *s, *next;
+	struct block_chunk *c, *cn;
+	struct tcache *tc;
 
 	if (!a)
 		return;
-	for (s = a->segments; s; s = next) {
-		struct rbln_block *b = s->first, *bn;
+	/* detach the thread caches: their threads free them (tc_prune, thread exit) */
+	pthread_mutex_lock(&tc_registry);
+	for (tc = a->tcaches; tc; tc = tc->next) {
+		pthread_mutex_lock(&tc->lock);
+		atomic_store(&tc->a, NULL);
+		pthread_mutex_unlock(&tc->lock);
+	}
+	pthread_mutex_unlock(&tc_registry);
+	tc_prune();
 
+	for (s = a->segments; s; s = next) {
 		next = s->next;
 		a->ops.free(a->ctx, s->handle);
-		for (; b; b = bn) {
-			bn = b->next;
-			free(b);
-		}
 		free(s);
+	}
+	for (c = a->chunks; c; c = cn) {
+		cn = c->next;
+		free(c);
 	}
 	free(a->heap);
 	pthread_mutex_destroy(&a->lock);
 	free(a);
 }
 
+static void stat_out(struct rbln_stat *o, const struct astat *s, int64_t in, int64_t out)
+{
+	o->current = atomic_load_explicit(&s->current, memory_order_relaxed);
+	o->peak = atomic_load_explicit(&s->peak, memory_order_relaxed);
+	o->total_allocated = in;
+	o->total_freed = out;
+}
+
 void rbln_allocator_stats(struct rbln_allocator *a, struct rbln_allocator_stats *out)
 {
+	struct totals t;
+	struct tcache *tc;
+	int i;
+
 	pthread_mutex_lock(&a->lock);
-	*out = a->stats;
+	tc_lock_all(a);
+	t = a->totals;
+	for (tc = a->tcaches; tc; tc = tc->next) {
+		for (i = 0; i < S_ATOMIC; i++) {
+			t.in[i] += tc->totals.in[i];
+			t.out[i] += tc->totals.out[i];
+		}
+	}
+	stat_out(&out->allocated, &a->astats[S_ALLOCATED], t.in[S_ALLOCATED], t.out[S_ALLOCATED]);
+	stat_out(&out->active, &a->astats[S_ACTIVE], t.in[S_ACTIVE], t.out[S_ACTIVE]);
+	stat_out(&out->cached, &a->astats[S_CACHED], t.in[S_CACHED], t.out[S_CACHED]);
+	out->reserved = a->reserved;
+	out->num_alloc_retries = a->num_alloc_retries;
+	out->num_ooms = a->num_ooms;
+	out->num_device_alloc = a->num_device_alloc;
+	out->num_device_free = a->num_device_free;
+	tc_unlock_all(a);
 	pthread_mutex_unlock(&a->lock);
-}
-
-static void stat_reset_peak(struct rbln_stat *s)
-{
-	s->peak = s->current;
-}
-
-static void stat_reset_accumulated(struct rbln_stat *s)
-{
-	s->total_allocated = 0;
-	s->total_freed = 0;
 }
 
 void rbln_allocator_reset_peak(struct rbln_allocator *a)
 {
+	int i;
+
 	pthread_mutex_lock(&a->lock);
-	stat_reset_peak(&a->stats.allocated);
-	stat_reset_peak(&a->stats.reserved);
-	stat_reset_peak(&a->stats.active);
-	stat_reset_peak(&a->stats.cached);
+	tc_lock_all(a);
+	for (i = 0; i < S_ATOMIC; i++)
+		atomic_store_explicit(&a->astats[i].peak,
+				      atomic_load_explicit(&a->astats[i].current,
+							   memory_order_relaxed),
+				      memory_order_relaxed);
+	a->reserved.peak = a->reserved.current;
+	tc_unlock_all(a);
 	pthread_mutex_unlock(&a->lock);
 }
 
 void rbln_allocator_reset_accumulated(struct rbln_allocator *a)
 {
+	struct tcache *tc;
+
 	pthread_mutex_lock(&a->lock);
-	stat_reset_accumulated(&a->stats.allocated);
-	stat_reset_accumulated(&a->stats.reserved);
-	stat_reset_accumulated(&a->stats.active);
-	stat_reset_accumulated(&a->stats.cached);
-	a->stats.num_alloc_retries = 0;
-	a->stats.num_ooms = 0;
-	a->stats.num_device_alloc = 0;
-	a->stats.num_device_free = 0;
+	tc_lock_all(a);
+	memset(&a->totals, 0, sizeof(a->totals));
+	for (tc = a->tcaches; tc; tc = tc->next)
+		memset(&tc->totals, 0, sizeof(tc->totals));
+	a->reserved.total_allocated = 0;
+	a->reserved.total_freed = 0;
+	a->num_alloc_retries = 0;
+	a->num_ooms = 0;
+	a->num_device_alloc = 0;
+	a->num_device_free = 0;
+	tc_unlock_all(a);
 	pthread_mutex_unlock(&a->lock);
 }

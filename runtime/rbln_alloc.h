@@ -5,7 +5,8 @@
  * A pure-C caching allocator modelled on PyTorch's CUDACachingAllocator:
  * 512-byte rounding, a small pool (<= 1 MiB, 2 MiB segments) and a large
  * pool (20 MiB segments below 10 MiB, 2 MiB multiples above), best fit,
- * splitting, coalescing, queue-ordered reuse and an OOM ladder.  Segments
+ * splitting, coalescing, queue-ordered reuse and an OOM ladder, plus
+ * per-thread caches of small blocks once several threads share it.  Segments
  * come from a pluggable provider: BO_CREATE(DEVICE) in librbln, a mock in
  * the unit tests.  Not part of the public API.
  */
@@ -23,14 +24,21 @@ struct rbln_segment_ops {
 	void (*free)(void *ctx, uint32_t handle);
 	/* Wait until all device work has completed (the OOM ladder calls it before releasing the cache). 0 or -errno. */
 	int (*synchronize)(void *ctx);
-	/* Has device work up to timeline point @point completed? */
+	/* Has device work up to timeline point @point completed? Called from any thread, concurrently. */
 	bool (*point_done)(void *ctx, uint64_t point);
 };
 
 struct rbln_allocator;
 struct rbln_block;	/* opaque */
 
+/* With the options of the environment's RBLN_ALLOC_CONF (if invalid: a warning on stderr, the defaults). */
 struct rbln_allocator *rbln_allocator_create(const struct rbln_segment_ops *ops, void *ctx);
+/*
+ * With the options in @conf ("key:value,...", as RBLN_ALLOC_CONF; NULL or "": the defaults).
+ * NULL with errno EINVAL and the reason in @msg for an invalid @conf or incomplete @ops.
+ */
+struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops *ops, void *ctx,
+						  const char *conf, char *msg, size_t msglen);
 void rbln_allocator_destroy(struct rbln_allocator *a);	/* frees every segment; blocks must all be freed */
 
 /*

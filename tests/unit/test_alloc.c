@@ -9,6 +9,7 @@
  */
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -1188,6 +1189,677 @@ TEST(destroy_returns_every_segment)
 	mock_fini(&m);
 }
 
+/* ---- RBLN_ALLOC_CONF -------------------------------------------------- */
+
+static struct rbln_allocator *create_conf_ok(struct __test_metadata *_metadata, struct mock *m,
+					     const char *conf)
+{
+	struct rbln_allocator *a;
+	char msg[256];
+
+	a = rbln_allocator_create_conf(&mock_ops, m, conf, msg, sizeof(msg));
+	EXPECT_NE(NULL, a) {
+		TH_LOG("'%s' refused: %s", conf, msg);
+	}
+	return a;
+}
+
+TEST(conf_parse)
+{
+	static const char *const good[] = {
+		"", "exact_large_segments:True", "exact_large_segments:false",
+		"release_before_grow:1,exact_large_segments:0", "max_split_size_mb:21",
+		"thread_cache:0", "thread_cache:4096", "expandable_segments:False",
+		"thread_cache:8,", "release_before_grow:TRUE,max_split_size_mb:100,thread_cache:16",
+	};
+	static const struct { const char *conf, *says; } bad[] = {
+		{ "bogus:1", "unknown option 'bogus'" },
+		{ "exact_large_segments", "is not key:value" },
+		{ "exact_large_segments:maybe", "bad value 'maybe' for exact_large_segments" },
+		{ "release_before_grow:", "bad value '' for release_before_grow" },
+		{ "max_split_size_mb:20", "bad value '20' for max_split_size_mb" },
+		{ "max_split_size_mb:-5", "bad value '-5'" },
+		{ "max_split_size_mb:99999999999999999999", "bad value" },
+		{ "thread_cache:4097", "bad value '4097' for thread_cache" },
+		{ "thread_cache:8,,", "is not key:value" },
+		{ "expandable_segments:True", "expandable_segments is not supported" },
+	};
+	struct rbln_allocator *a;
+	struct mock m;
+	char msg[256];
+	size_t i;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, NULL);
+	rbln_allocator_destroy(a);
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		a = create_conf_ok(_metadata, &m, good[i]);
+		rbln_allocator_destroy(a);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		errno = 0;
+		a = rbln_allocator_create_conf(&mock_ops, &m, bad[i].conf, msg, sizeof(msg));
+		EXPECT_NULL(a) {
+			TH_LOG("'%s' accepted", bad[i].conf);
+		}
+		rbln_allocator_destroy(a);
+		EXPECT_EQ(EINVAL, errno);
+		EXPECT_NE(NULL, strstr(msg, bad[i].says)) {
+			TH_LOG("'%s': '%s' does not say '%s'", bad[i].conf, msg, bad[i].says);
+		}
+	}
+	EXPECT_EQ(0, m.alloc_calls);
+	mock_fini(&m);
+}
+
+/* The environment's RBLN_ALLOC_CONF is read by rbln_allocator_create(); a bad one keeps the defaults. */
+TEST(conf_from_environment)
+{
+	struct rbln_allocator *a;
+	struct rbln_block *b;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	ASSERT_EQ(0, setenv("RBLN_ALLOC_CONF", "exact_large_segments:True", 1));
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	b = alloc_ok(_metadata, a, 3 * MiB, 0);
+	EXPECT_EQ(4 * MiB, m.last_alloc_size);
+	rbln_allocator_free(a, b, 0, 0);
+	rbln_allocator_destroy(a);
+
+	ASSERT_EQ(0, setenv("RBLN_ALLOC_CONF", "exact_large_segments:sometimes", 1));
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_EQ(0, unsetenv("RBLN_ALLOC_CONF"));
+	ASSERT_NE(NULL, a);
+	b = alloc_ok(_metadata, a, 3 * MiB, 0);
+	EXPECT_EQ(20 * MiB, m.last_alloc_size);
+	rbln_allocator_free(a, b, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(conf_exact_large_segments)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct rbln_block *x, *y, *z;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "exact_large_segments:True");
+	ASSERT_NE(NULL, a);
+
+	/* 5 MiB: a 6 MiB segment; the 1 MiB left is not split off (large pool) */
+	x = alloc_ok(_metadata, a, 5 * MiB, 0);
+	ASSERT_NE(NULL, x);
+	EXPECT_EQ(6 * MiB, m.last_alloc_size);
+	EXPECT_EQ(6 * MiB, rbln_block_size(x));
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 5 * MiB, 5 * MiB, 5 * MiB, 0);
+	EXPECT_STAT(st.reserved, 6 * MiB, 6 * MiB, 6 * MiB, 0);
+	EXPECT_CUR_PEAK(st.active, 6 * MiB, 6 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 0, 0);
+
+	/* 1 MiB + 1: 2 MiB; 10 MiB - 512: 10 MiB; the small pool is unchanged */
+	y = alloc_ok(_metadata, a, 1 * MiB + 1, 0);
+	ASSERT_NE(NULL, y);
+	EXPECT_EQ(2 * MiB, m.last_alloc_size);
+	z = alloc_ok(_metadata, a, 10 * MiB - 512, 0);
+	ASSERT_NE(NULL, z);
+	EXPECT_EQ(10 * MiB, m.last_alloc_size);
+	rbln_allocator_free(a, z, 0, 0);
+	z = alloc_ok(_metadata, a, 100, 0);
+	ASSERT_NE(NULL, z);
+	EXPECT_EQ(2 * MiB, m.last_alloc_size);
+	EXPECT_EQ(4, m.alloc_ok);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 6 * MiB + 1 + 100, 16 * MiB + 1 - 512, 16 * MiB + 1 + 100 - 512,
+		    10 * MiB - 512);
+	EXPECT_STAT(st.reserved, 20 * MiB, 20 * MiB, 20 * MiB, 0);
+	EXPECT_CUR_PEAK(st.active, 8 * MiB + 512, 18 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 12 * MiB - 512, 12 * MiB - 512);
+
+	rbln_allocator_free(a, x, 0, 0);
+	rbln_allocator_free(a, y, 0, 0);
+	rbln_allocator_free(a, z, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(conf_release_before_grow)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct rbln_block *x, *s;
+	struct mock m;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		mock_init(&m, 1ull << 30);
+		a = create_conf_ok(_metadata, &m, pass ? "release_before_grow:True" : "");
+		ASSERT_NE(NULL, a);
+		s = alloc_ok(_metadata, a, 4096, 0);	/* a small segment that stays split */
+		x = alloc_ok(_metadata, a, 8 * MiB, 0);	/* a 20 MiB segment, then free */
+		ASSERT_TRUE(s && x);
+		rbln_allocator_free(a, x, 0, 0);
+
+		/* 30 MiB does not fit the free 20 MiB: released first, or kept */
+		x = alloc_ok(_metadata, a, 30 * MiB, 0);
+		ASSERT_NE(NULL, x);
+		st = get_stats(_metadata, a);
+		EXPECT_EQ(3, st.num_device_alloc);
+		EXPECT_EQ(pass ? 1 : 0, st.num_device_free);
+		EXPECT_EQ(pass ? 1 : 0, m.free_calls);
+		if (pass) {
+			EXPECT_STAT(st.reserved, 32 * MiB, 32 * MiB, 52 * MiB, 20 * MiB);
+			EXPECT_CUR_PEAK(st.cached, 2 * MiB - 4096, 22 * MiB - 4096);
+		} else {
+			EXPECT_STAT(st.reserved, 52 * MiB, 52 * MiB, 52 * MiB, 0);
+			EXPECT_CUR_PEAK(st.cached, 22 * MiB - 4096, 22 * MiB - 4096);
+		}
+		EXPECT_CUR_PEAK(st.active, 30 * MiB + 4096, 30 * MiB + 4096);
+		EXPECT_EQ(0, st.num_alloc_retries);
+		EXPECT_EQ(0, m.sync_calls);
+
+		/* a split segment is never released */
+		rbln_allocator_free(a, x, 0, 0);
+		x = alloc_ok(_metadata, a, 40 * MiB, 0);
+		ASSERT_NE(NULL, x);
+		st = get_stats(_metadata, a);
+		EXPECT_EQ(pass ? 2 : 0, st.num_device_free);
+		EXPECT_EQ(pass ? 42 * MiB : 92 * MiB, st.reserved.current);
+		rbln_allocator_free(a, x, 0, 0);
+		rbln_allocator_free(a, s, 0, 0);
+		rbln_allocator_destroy(a);
+		EXPECT_EQ(0, m.live);
+		mock_fini(&m);
+	}
+}
+
+/* A free segment whose memory a job still uses is not released before growing. */
+TEST(conf_release_before_grow_keeps_pending)
+{
+	struct rbln_allocator *a;
+	struct rbln_block *x, *y;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "release_before_grow:True");
+	ASSERT_NE(NULL, a);
+	x = alloc_ok(_metadata, a, 8 * MiB, 1);
+	ASSERT_NE(NULL, x);
+	mock_submit(&m, 3);
+	rbln_allocator_free(a, x, 3, 1);
+	y = alloc_ok(_metadata, a, 30 * MiB, 2);
+	ASSERT_NE(NULL, y);
+	EXPECT_EQ(0, m.free_calls);
+	EXPECT_EQ(2, m.live);
+	rbln_allocator_free(a, y, 0, 0);
+	mock_complete(&m, 3);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(conf_max_split_size)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct rbln_block *big, *x, *y, *z;
+	struct mock m;
+	uint64_t va;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "max_split_size_mb:40");
+	ASSERT_NE(NULL, a);
+	big = alloc_ok(_metadata, a, 70 * MiB, 0);
+	ASSERT_NE(NULL, big);
+	va = rbln_block_va(big);
+	rbln_allocator_free(a, big, 0, 0);
+
+	/* below the limit: the free 70 MiB block is not split, a new 20 MiB segment */
+	x = alloc_ok(_metadata, a, 8 * MiB, 0);
+	ASSERT_NE(NULL, x);
+	EXPECT_EQ(20 * MiB, m.last_alloc_size);
+	EXPECT_NE(va, rbln_block_va(x));
+	rbln_allocator_free(a, x, 0, 0);
+
+	/* at or above it: not a block 20 MiB bigger or more (a 46 MiB segment, not split) */
+	y = alloc_ok(_metadata, a, 45 * MiB, 0);
+	ASSERT_NE(NULL, y);
+	EXPECT_NE(va, rbln_block_va(y));
+	EXPECT_EQ(46 * MiB, m.last_alloc_size);
+	EXPECT_EQ(46 * MiB, rbln_block_size(y));
+	/* ... but one less than 20 MiB bigger, whole */
+	z = alloc_ok(_metadata, a, 55 * MiB, 0);
+	ASSERT_NE(NULL, z);
+	EXPECT_EQ(va, rbln_block_va(z));
+	EXPECT_EQ(70 * MiB, rbln_block_size(z));
+	EXPECT_EQ(3, m.alloc_ok);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 100 * MiB, 100 * MiB, 178 * MiB, 78 * MiB);
+	EXPECT_STAT(st.reserved, 136 * MiB, 136 * MiB, 136 * MiB, 0);
+	EXPECT_CUR_PEAK(st.active, 116 * MiB, 116 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 20 * MiB, 90 * MiB);
+	rbln_allocator_free(a, y, 0, 0);
+	rbln_allocator_free(a, z, 0, 0);
+
+	/* without the option, 8 MiB is carved from the free block */
+	rbln_allocator_destroy(a);
+	a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, a);
+	big = alloc_ok(_metadata, a, 70 * MiB, 0);
+	ASSERT_NE(NULL, big);
+	va = rbln_block_va(big);
+	rbln_allocator_free(a, big, 0, 0);
+	x = alloc_ok(_metadata, a, 8 * MiB, 0);
+	ASSERT_NE(NULL, x);
+	EXPECT_EQ(va, rbln_block_va(x));
+	EXPECT_EQ(8 * MiB, rbln_block_size(x));
+	rbln_allocator_free(a, x, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+/* ---- thread caches ---------------------------------------------------- */
+
+struct on_thread {
+	struct rbln_allocator *a;
+	void (*fn)(struct on_thread *t);
+	struct rbln_block *b[16];
+	uint64_t size;
+	uint32_t queue;
+	uint64_t point;
+	int n;
+};
+
+static void *on_thread_run(void *p)
+{
+	struct on_thread *t = p;
+
+	t->fn(t);
+	return NULL;
+}
+
+/* Runs @fn on a new thread, to its end (the thread's exit included). */
+static void run_on_thread(struct on_thread *t)
+{
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, on_thread_run, t))
+		abort();
+	pthread_join(th, NULL);
+}
+
+static void thread_alloc_n(struct on_thread *t)
+{
+	int i;
+
+	for (i = 0; i < t->n; i++)
+		if (rbln_allocator_alloc(t->a, t->size, t->queue, &t->b[i], NULL, 0))
+			t->b[i] = NULL;
+}
+
+static void thread_free_n(struct on_thread *t)
+{
+	int i;
+
+	for (i = 0; i < t->n; i++)
+		rbln_allocator_free(t->a, t->b[i], t->point, t->queue);
+}
+
+/*
+ * Makes @a shared: a second thread allocates and frees 512 bytes (which its
+ * cache hands back when it exits).  @a must have been used by this thread.
+ */
+static void share(struct rbln_allocator *a)
+{
+	struct on_thread t = { .a = a, .size = 512, .n = 1, .fn = thread_alloc_n };
+
+	run_on_thread(&t);
+	t.fn = thread_free_n;
+	run_on_thread(&t);
+}
+
+TEST(thread_cache_stats_and_empty_cache)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_block *A, *B, *C, *G;
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t va_a;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, a);
+	G = alloc_ok(_metadata, a, 100, 0);	/* this thread first: 512 B at the segment's base */
+	ASSERT_NE(NULL, G);
+	share(a);
+	rbln_allocator_reset_accumulated(a);
+	rbln_allocator_reset_peak(a);
+
+	A = alloc_ok(_metadata, a, 3000, 0);	/* 3072 */
+	B = alloc_ok(_metadata, a, 3000, 0);
+	ASSERT_TRUE(A && B);
+	va_a = rbln_block_va(A);
+	EXPECT_EQ(rbln_block_va(G) + 512, va_a);	/* the other thread's 512 B went back */
+	rbln_allocator_free(a, A, 0, 0);
+	rbln_allocator_free(a, B, 0, 0);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 100, 6100, 6000, 6000);
+	EXPECT_CUR_PEAK(st.active, 512, 512 + 6144);
+	EXPECT_CUR_PEAK(st.cached, 2 * MiB - 512, 2 * MiB - 512);
+	EXPECT_STAT(st.reserved, 2 * MiB, 2 * MiB, 0, 0);
+
+	/* from this thread's cache: the last freed first, no coalescing meanwhile */
+	C = alloc_ok(_metadata, a, 2900, 0);
+	ASSERT_NE(NULL, C);
+	EXPECT_EQ(va_a + 3072, rbln_block_va(C));
+	EXPECT_EQ(3072, rbln_block_size(C));
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 3000, 6100, 8900, 6000);
+	EXPECT_CUR_PEAK(st.active, 512 + 3072, 512 + 6144);
+	EXPECT_CUR_PEAK(st.cached, 2 * MiB - 512 - 3072, 2 * MiB - 512);
+	rbln_allocator_free(a, C, 0, 0);
+	rbln_allocator_free(a, G, 0, 0);
+
+	/* everything is free but sits in a cache: empty_cache takes it back, coalesces, releases */
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 0, 6100, 8900, 9000);
+	EXPECT_CUR_PEAK(st.active, 0, 512 + 6144);
+	EXPECT_CUR_PEAK(st.cached, 2 * MiB, 2 * MiB);
+	rbln_allocator_empty_cache(a);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.reserved, 0, 2 * MiB, 0, 2 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 0, 2 * MiB);
+	EXPECT_EQ(1, st.num_device_free);
+	EXPECT_EQ(0, m.live);
+
+	/* reset_peak and reset_accumulated reach the caches' share */
+	A = alloc_ok(_metadata, a, 512, 0);
+	ASSERT_NE(NULL, A);
+	rbln_allocator_free(a, A, 0, 0);
+	A = alloc_ok(_metadata, a, 512, 0);	/* a cache hit */
+	ASSERT_NE(NULL, A);
+	rbln_allocator_reset_peak(a);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 512, 512, 9924, 9512);
+	EXPECT_CUR_PEAK(st.cached, 2 * MiB - 512, 2 * MiB - 512);
+	rbln_allocator_reset_accumulated(a);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 512, 512, 0, 0);
+	rbln_allocator_free(a, A, 0, 0);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 0, 512, 0, 512);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	EXPECT_EQ(0, m.bad_frees);
+	mock_fini(&m);
+}
+
+/* A thread that frees a block into its cache, then waits to be let go. */
+struct holder {
+	struct on_thread t;
+	pthread_barrier_t bar;
+};
+
+static void *free_and_hold(void *p)
+{
+	struct holder *h = p;
+
+	thread_free_n(&h->t);
+	pthread_barrier_wait(&h->bar);	/* freed */
+	pthread_barrier_wait(&h->bar);	/* may exit */
+	return NULL;
+}
+
+/* A block freed into one thread's cache serves another before the device is asked for more. */
+TEST(thread_cache_reclaimed_before_growing)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_block *b[8], *G, *x;
+	struct rbln_allocator *a;
+	struct holder *h;
+	struct mock m;
+	pthread_t th;
+	uint64_t va;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, a);
+	G = alloc_ok(_metadata, a, 512, 0);
+	ASSERT_NE(NULL, G);
+	share(a);
+	for (i = 0; i < 8; i++) {	/* fill the small segment */
+		b[i] = alloc_ok(_metadata, a, i < 7 ? 256 * KiB : 256 * KiB - 512, 0);
+		ASSERT_NE(NULL, b[i]);
+	}
+	EXPECT_EQ(1, m.alloc_ok);
+
+	/* another thread frees b[3] into its cache and stays alive meanwhile */
+	va = rbln_block_va(b[3]);
+	h = calloc(1, sizeof(*h));
+	ASSERT_NE(NULL, h);
+	h->t = (struct on_thread){ .a = a, .b = { b[3] }, .n = 1 };
+	pthread_barrier_init(&h->bar, NULL, 2);
+	ASSERT_EQ(0, pthread_create(&th, NULL, free_and_hold, h));
+	pthread_barrier_wait(&h->bar);
+	st = get_stats(_metadata, a);
+	EXPECT_CUR_PEAK(st.active, 2 * MiB - 256 * KiB, 2 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 256 * KiB, 2 * MiB - 512);
+
+	/* this thread has no 256 KiB cached, the pools neither: the other cache's comes back */
+	x = alloc_ok(_metadata, a, 256 * KiB, 0);
+	ASSERT_NE(NULL, x);
+	EXPECT_EQ(va, rbln_block_va(x));
+	EXPECT_EQ(1, m.alloc_ok);
+	pthread_barrier_wait(&h->bar);
+	pthread_join(th, NULL);
+	pthread_barrier_destroy(&h->bar);
+	free(h);
+
+	b[3] = x;
+	for (i = 0; i < 8; i++)
+		rbln_allocator_free(a, b[i], 0, 0);
+	rbln_allocator_free(a, G, 0, 0);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.active.current);
+	EXPECT_EQ(2 * MiB, st.cached.current);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(0, m.live);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/*
+ * A thread's cache goes back to the pools when the thread exits (and is
+ * freed: the sanitizers' leak check sees to that).
+ */
+TEST(thread_cache_of_exited_thread)
+{
+	struct on_thread t = { 0 };
+	struct rbln_allocator_stats st;
+	struct rbln_allocator *a;
+	struct rbln_block *g, *x;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, a);
+	g = alloc_ok(_metadata, a, 512, 0);
+	ASSERT_NE(NULL, g);
+	share(a);
+	/* a thread fills the rest of the segment and frees it all into its cache, then exits */
+	t = (struct on_thread){ .a = a, .size = 64 * KiB, .n = 16, .fn = thread_alloc_n };
+	run_on_thread(&t);
+	EXPECT_EQ(1, m.alloc_ok);
+	t.fn = thread_free_n;
+	run_on_thread(&t);
+	st = get_stats(_metadata, a);
+	EXPECT_STAT(st.allocated, 512, 512 + 1 * MiB, 512 + 512 + 1 * MiB, 512 + 1 * MiB);
+	EXPECT_CUR_PEAK(st.active, 512, 512 + 1 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 2 * MiB - 512, 2 * MiB - 512);
+
+	/* coalesced in the pool: 1 MiB (the small pool's biggest) comes from it at g + 512 */
+	x = alloc_ok(_metadata, a, 1 * MiB, 0);
+	ASSERT_NE(NULL, x);
+	EXPECT_EQ(rbln_block_va(g) + 512, rbln_block_va(x));
+	EXPECT_EQ(1, m.alloc_ok);
+	rbln_allocator_free(a, x, 0, 0);
+	rbln_allocator_free(a, g, 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(0, m.live);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/* Cached blocks keep the queue rule: reused by another queue only after the fence. */
+TEST(thread_cache_queue_rule)
+{
+	struct rbln_block *G, *A, *t[4];
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t va;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, a);
+	G = alloc_ok(_metadata, a, 512, 1);
+	share(a);
+	A = alloc_ok(_metadata, a, 4096, 1);
+	ASSERT_TRUE(G && A);
+	va = rbln_block_va(A);
+	mock_submit(&m, 5);
+	rbln_allocator_free(a, A, 5, 1);	/* into this thread's cache, pending on queue 1 */
+
+	t[0] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[0]);
+	EXPECT_NE(va, rbln_block_va(t[0]));
+	t[1] = alloc_ok(_metadata, a, 4096, 1);	/* queue 1 runs after point 5 */
+	ASSERT_NE(NULL, t[1]);
+	EXPECT_EQ(va, rbln_block_va(t[1]));
+	rbln_allocator_free(a, t[1], 0, 0);	/* unused: still point 5's */
+	t[2] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[2]);
+	EXPECT_NE(va, rbln_block_va(t[2]));
+	mock_complete(&m, 5);
+	t[3] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[3]);
+	EXPECT_EQ(va, rbln_block_va(t[3]));
+	EXPECT_EQ(1, m.alloc_ok);
+	EXPECT_EQ(0, m.sync_calls);
+
+	for (i = 0; i < 4; i++)
+		if (i != 1)
+			rbln_allocator_free(a, t[i], 0, 0);
+	rbln_allocator_free(a, G, 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(0, m.live);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/* The device is full, yet memory is there: cached blocks come back, no OOM ladder. */
+TEST(thread_cache_device_full)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_block *b[8], *x;
+	struct rbln_allocator *a;
+	struct mock m;
+	int i;
+
+	mock_init(&m, 2 * MiB);
+	a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, a);
+	for (i = 0; i < 8; i++) {
+		b[i] = alloc_ok(_metadata, a, 256 * KiB - 512, 0);
+		ASSERT_NE(NULL, b[i]);
+	}
+	share(a);	/* its 512 B: the segment's last */
+	for (i = 0; i < 8; i++)
+		rbln_allocator_free(a, b[i], 0, 0);	/* all into this thread's cache */
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(2 * MiB, st.cached.current);
+	/* 1 MiB: no such size cached, the device full: the cache comes back and coalesces */
+	x = alloc_ok(_metadata, a, 1 * MiB, 0);
+	ASSERT_NE(NULL, x);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.num_alloc_retries);
+	EXPECT_EQ(0, st.num_ooms);
+	EXPECT_EQ(1, m.alloc_ok);
+	EXPECT_EQ(1, m.alloc_calls);
+	rbln_allocator_free(a, x, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+/* thread_cache:0: no caches, even when shared: a free goes straight back to the pool. */
+TEST(thread_cache_off)
+{
+	struct rbln_block *A, *B, *G, *x;
+	struct rbln_allocator *a;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "thread_cache:0");
+	ASSERT_NE(NULL, a);
+	G = alloc_ok(_metadata, a, 512, 0);
+	share(a);
+	A = alloc_ok(_metadata, a, 4096, 0);
+	B = alloc_ok(_metadata, a, 4096, 0);
+	ASSERT_TRUE(G && A && B);
+	rbln_allocator_free(a, A, 0, 0);
+	rbln_allocator_free(a, B, 0, 0);
+	/* coalesced: 8 KiB fits where A was */
+	x = alloc_ok(_metadata, a, 8192, 0);
+	ASSERT_NE(NULL, x);
+	EXPECT_EQ(rbln_block_va(G) + 512, rbln_block_va(x));
+	rbln_allocator_free(a, x, 0, 0);
+	rbln_allocator_free(a, G, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+/* A second free of a block sitting in a cache is ignored, as in the pools. */
+TEST(thread_cache_double_free)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_block *A, *G, *x, *y;
+	struct rbln_allocator *a;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, a);
+	G = alloc_ok(_metadata, a, 512, 0);
+	share(a);
+	A = alloc_ok(_metadata, a, 4096, 0);
+	ASSERT_TRUE(G && A);
+	rbln_allocator_free(a, A, 0, 0);
+	rbln_allocator_free(a, A, 0, 0);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(512, st.active.current);
+	EXPECT_EQ(512, st.allocated.current);
+	x = alloc_ok(_metadata, a, 4096, 0);
+	y = alloc_ok(_metadata, a, 4096, 0);
+	ASSERT_TRUE(x && y);
+	EXPECT_NE(rbln_block_va(x), rbln_block_va(y));
+	rbln_allocator_free(a, x, 0, 0);
+	rbln_allocator_free(a, y, 0, 0);
+	rbln_allocator_free(a, G, 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
 /* ---- multi-threaded hammer ------------------------------------------- */
 
 enum { HAMMER_THREADS = 4, HAMMER_OPS = 10000, HAMMER_LIVE = 16, HAMMER_PENDING = 4096 };
@@ -1207,6 +1879,8 @@ struct hammer {
 	int npending;
 	atomic_uint_least64_t next_point;
 	atomic_int errors, ooms, allocs;
+	bool small;		/* sizes the thread caches take, blocks freed by other threads */
+	struct rbln_block *parked;	/* under lock: a block left for another thread to free */
 };
 
 struct hammer_arg {
@@ -1283,6 +1957,8 @@ static bool stats_sane(const struct rbln_allocator_stats *s)
 	       s->active.peak >= s->active.current && s->cached.peak >= s->cached.current;
 }
 
+static const uint64_t small_sizes[] = { 512, 4096, 64 * KiB, 256 * KiB, 1 * MiB };
+
 static void *hammer_thread(void *p)
 {
 	struct hammer_arg *arg = p;
@@ -1294,13 +1970,19 @@ static void *hammer_thread(void *p)
 	for (i = 0; i < HAMMER_OPS; i++) {
 		uint32_t r = xorshift(&rng);
 
+		/* thread caches: a thread's blocks freed on one queue and reused on another */
+		if (h->small)
+			queue = (r >> 12) & 1;
+
 		if (n == 0 || (n < HAMMER_LIVE && (r & 1))) {
 			uint32_t kind = (r >> 1) % 100, r2 = xorshift(&rng);
 			uint64_t size;
 			struct rbln_block *b = NULL;
 			int ret;
 
-			if (kind < 70)
+			if (h->small && kind < 97)
+				size = small_sizes[r2 % 5] - (r2 >> 8) % 512;
+			else if (kind < 70)
 				size = 1 + r2 % MiB;
 			else if (kind < 97)
 				size = MiB + 1 + r2 % (9 * MiB);
@@ -1323,6 +2005,19 @@ static void *hammer_thread(void *p)
 			int k = (r >> 1) % n;
 			struct rbln_block *b = blocks[k];
 			uint64_t point = 0;
+
+			if (h->small && !(r & 0x600)) {
+				/* swap with the parked block: a block of another thread's */
+				pthread_mutex_lock(&h->lock);
+				blocks[k] = h->parked;
+				h->parked = b;
+				pthread_mutex_unlock(&h->lock);
+				if (!blocks[k]) {
+					blocks[k] = blocks[--n];
+					continue;
+				}
+				b = blocks[k];
+			}
 
 			if (r & 0x100) {
 				point = atomic_fetch_add(&h->next_point, 1) + 1;
@@ -1360,7 +2055,7 @@ static void *hammer_thread(void *p)
 	return NULL;
 }
 
-TEST(hammer_threads)
+static void hammer(struct __test_metadata *_metadata, bool small)
 {
 	struct hammer_arg args[HAMMER_THREADS];
 	pthread_t th[HAMMER_THREADS];
@@ -1371,6 +2066,7 @@ TEST(hammer_threads)
 
 	h = calloc(1, sizeof(*h));
 	ASSERT_NE(NULL, h);
+	h->small = small;
 	mock_init(&m, 128 * MiB);
 	h->m = &m;
 	h->a = rbln_allocator_create(&mock_ops, &m);
@@ -1383,6 +2079,10 @@ TEST(hammer_threads)
 	}
 	for (i = 0; i < HAMMER_THREADS; i++)
 		pthread_join(th[i], NULL);
+	if (h->parked) {
+		book_free(h, rbln_block_va(h->parked), 0, 0);
+		rbln_allocator_free(h->a, h->parked, 0, 0);
+	}
 
 	EXPECT_EQ(0, atomic_load(&h->errors));
 	EXPECT_LT(HAMMER_THREADS * HAMMER_OPS / 4, atomic_load(&h->allocs));
@@ -1409,6 +2109,17 @@ TEST(hammer_threads)
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 	mock_fini(&m);
+}
+
+TEST(hammer_threads)
+{
+	hammer(_metadata, false);
+}
+
+/* Thread caches under load: their sizes, blocks freed by a thread that did not allocate them. */
+TEST(hammer_thread_caches)
+{
+	hammer(_metadata, true);
 }
 
 TEST_HARNESS_MAIN
