@@ -341,9 +341,10 @@ static void dev_open(void)
 		d->drm = NULL;
 		return;
 	}
-	d->alloc = rbln_allocator_create(&segment_ops, d);
+	d->alloc = rbln_allocator_create_conf(&segment_ops, d, getenv("RBLN_ALLOC_CONF"),
+					      d->open_error, sizeof(d->open_error));
 	if (!d->alloc)
-		d->open_status = RBLN_ERROR_OUT_OF_MEMORY;
+		d->open_status = errno == EINVAL ? RBLN_ERROR_INVALID : RBLN_ERROR_OUT_OF_MEMORY;
 	else
 		__atomic_store_n(&d->ready, true, __ATOMIC_RELEASE);
 }
@@ -359,6 +360,10 @@ static struct rbln_dev *pdev_open(int physical)
 	opening = d;
 	pthread_once(&d->once, dev_open);
 	pthread_mutex_unlock(&open_lock);
+	if (d->open_status == RBLN_ERROR_INVALID) {
+		rbln_fail(d->open_status, "RBLN_ALLOC_CONF: %s", d->open_error);
+		return NULL;
+	}
 	if (d->open_status != RBLN_OK) {
 		rbln_fail(d->open_status, "cannot open physical device %d (/dev/accel/accel%u)",
 			  physical, d->minor);

@@ -8,6 +8,7 @@
 #include "rbln_internal.h"
 
 static _Thread_local char last_error[512];
+static _Thread_local rbln_status last_status;
 
 rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
 {
@@ -16,7 +17,13 @@ rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
+	last_status = status;
 	return status;
+}
+
+rbln_status rbln_last_status(void)
+{
+	return last_status;
 }
 
 const char *rbln_last_error(void)

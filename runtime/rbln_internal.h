@@ -16,6 +16,8 @@
 /* Sets the calling thread's last error; returns @status. */
 rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The status of the calling thread's last rbln_fail(). */
+rbln_status rbln_last_status(void);
 
 /*
  * A host buffer object the device reaches (a command buffer or a staging
@@ -51,6 +53,7 @@ struct rbln_dev {
 	unsigned int minor;
 	pthread_once_t once;
 	rbln_status open_status;
+	char open_error[160];		/* why the allocator's options were refused */
 	bool ready;			/* opened: set last, with release */
 	struct rbln_drm_device *drm;
 	uint32_t queue;

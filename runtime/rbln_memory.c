@@ -26,7 +26,7 @@ rbln_status rbln_memory_stats(int device, struct rbln_memory_stats *out)
 		return rbln_fail(RBLN_ERROR_INVALID, "rbln_memory_stats: NULL output");
 	l = rbln_ldev_get(device);
 	if (!l)
-		return RBLN_ERROR_NO_DEVICE;
+		return rbln_last_status();
 	memset(out, 0, sizeof(*out));
 	for (i = 0; i < l->nmembers; i++) {
 		struct rbln_dev *d = l->members[i];
@@ -134,7 +134,7 @@ static rbln_status for_each_member(int device, void (*fn)(struct rbln_allocator 
 	int i;
 
 	if (!l)
-		return RBLN_ERROR_NO_DEVICE;
+		return rbln_last_status();
 	for (i = 0; i < l->nmembers; i++)
 		fn(l->members[i]->alloc);
 	return RBLN_OK;

@@ -774,7 +774,7 @@ rbln_status rbln_synchronize(int device)
 	int i;
 
 	if (!l)
-		return RBLN_ERROR_NO_DEVICE;
+		return rbln_last_status();
 	for (i = 0; i < l->nmembers; i++) {
 		struct rbln_dev *d = l->members[i];
 		rbln_status s;

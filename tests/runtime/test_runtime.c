@@ -155,6 +155,38 @@ TEST(visible_devices)
 	EXPECT_EQ(0, visible_count("zero"));
 }
 
+/*
+ * In a child: 0 when using device 0 with RBLN_ALLOC_CONF=@conf works, 1 when
+ * it fails with a message naming the variable, 2 on any other outcome.
+ */
+static int alloc_conf_outcome(const char *conf)
+{
+	pid_t pid = fork();
+	int status;
+
+	if (pid == 0) {
+		struct rbln_memory_stats s;
+		rbln_status st;
+
+		setenv("RBLN_ALLOC_CONF", conf, 1);
+		st = rbln_memory_stats(0, &s);
+		if (st == RBLN_OK)
+			_exit(0);
+		_exit(st == RBLN_ERROR_INVALID && strstr(rbln_last_error(), "RBLN_ALLOC_CONF: ") ?
+		      1 : 2);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+
+TEST(alloc_conf)
+{
+	EXPECT_EQ(0, alloc_conf_outcome(""));
+	EXPECT_EQ(0, alloc_conf_outcome("exact_large_segments:True,release_before_grow:True"));
+	EXPECT_EQ(1, alloc_conf_outcome("expandable_segments:True"));
+	EXPECT_EQ(1, alloc_conf_outcome("no_such_option:1"));
+}
+
 TEST(lazy_allocation)
 {
 	int64_t shape[2] = { 256, 1024 };	/* 1 MiB of f32 */
