@@ -13,20 +13,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "rbln_explain.h"
 #include "rbln_internal.h"
-
-#define SITE() __builtin_return_address(0)
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 static bool is_float(rbln_dtype dtype)
 {
@@ -60,7 +49,7 @@ static void softmax_rows(const rbln_tensor *a, const void *in, rbln_dtype out_dt
 static rbln_tensor *cpu_op(const char *name, enum cpu_fn fn, rbln_tensor *a, const void *site)
 {
 	bool active = rbln_explain_active(), from_device = false;
-	uint64_t start = active ? now_ns() : 0;
+	uint64_t start = active ? rbln_explain_now() : 0;
 	rbln_tensor *out = NULL;
 	rbln_dtype dtype;
 	size_t ein, eout;
@@ -99,7 +88,7 @@ static rbln_tensor *cpu_op(const char *name, enum cpu_fn fn, rbln_tensor *a, con
 	}
 	/* On a CPU tensor the CPU is where the op belongs: no fallback. */
 	if (active && a->device != RBLN_CPU)
-		rbln_explain_dispatch(RBLN_DISPATCH_CPU_FALLBACK, name, now_ns() - start, site);
+		rbln_explain_dispatch(RBLN_DISPATCH_CPU_FALLBACK, name, rbln_explain_now() - start, site);
 out:
 	if (a->device != RBLN_CPU)
 		free(in);
@@ -108,29 +97,29 @@ out:
 
 rbln_tensor *rbln_exp(rbln_tensor *a)
 {
-	return cpu_op("exp", CPU_EXP, a, SITE());
+	return cpu_op("exp", CPU_EXP, a, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_log(rbln_tensor *a)
 {
-	return cpu_op("log", CPU_LOG, a, SITE());
+	return cpu_op("log", CPU_LOG, a, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_tanh(rbln_tensor *a)
 {
-	return cpu_op("tanh", CPU_TANH, a, SITE());
+	return cpu_op("tanh", CPU_TANH, a, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_softmax(rbln_tensor *a)
 {
-	return cpu_op("softmax", CPU_SOFTMAX, a, SITE());
+	return cpu_op("softmax", CPU_SOFTMAX, a, RBLN_CALLER());
 }
 
 rbln_status rbln_tensor_item(rbln_tensor *t, const int64_t *index, double *value)
 {
 	bool active = rbln_explain_active(), from_device;
-	uint64_t start = active ? now_ns() : 0;
-	const void *site = SITE();
+	uint64_t start = active ? rbln_explain_now() : 0;
+	const void *site = RBLN_CALLER();
 	int64_t flat = 0;
 	uint8_t elem[4];
 	rbln_status st;
@@ -158,7 +147,7 @@ rbln_status rbln_tensor_item(rbln_tensor *t, const int64_t *index, double *value
 	if (active && from_device)
 		rbln_explain_bounce("item", true, rbln_dtype_size(t->dtype), site);
 	if (active && t->device != RBLN_CPU)
-		rbln_explain_dispatch(RBLN_DISPATCH_CPU_FALLBACK, "item", now_ns() - start, site);
+		rbln_explain_dispatch(RBLN_DISPATCH_CPU_FALLBACK, "item", rbln_explain_now() - start, site);
 	return RBLN_OK;
 }
 
@@ -220,8 +209,8 @@ static void print_dim(struct printer *p, int dim, int64_t offset, int indent)
 rbln_status rbln_tensor_print(rbln_tensor *t, FILE *f)
 {
 	bool active = rbln_explain_active(), from_device = false;
-	uint64_t start = active ? now_ns() : 0;
-	const void *site = SITE();
+	uint64_t start = active ? rbln_explain_now() : 0;
+	const void *site = RBLN_CALLER();
 	struct printer p;
 	void *data;
 
@@ -245,7 +234,7 @@ rbln_status rbln_tensor_print(rbln_tensor *t, FILE *f)
 	if (t->device != RBLN_CPU)
 		free(data);
 	if (active && t->device != RBLN_CPU)
-		rbln_explain_dispatch(RBLN_DISPATCH_CPU_FALLBACK, "print", now_ns() - start, site);
+		rbln_explain_dispatch(RBLN_DISPATCH_CPU_FALLBACK, "print", rbln_explain_now() - start, site);
 	return ferror(f) ? rbln_fail(RBLN_ERROR_DEVICE, "rbln_tensor_print: cannot write") :
 	       RBLN_OK;
 }

@@ -77,14 +77,6 @@ static pthread_mutex_t explain_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rbln_explain *explain_current;	/* the open region */
 static struct rbln_explain *explain_handles;	/* every live handle */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Grows *@v (of @size-byte elements) to hold one more than @n; false when out of memory. */
 static bool grow(void **v, size_t *cap, size_t n, size_t size)
 {
@@ -228,7 +220,7 @@ rbln_explain *rbln_explain_begin(bool with_stack)
 		explain_handles->prev = e;
 	explain_handles = e;
 	explain_current = e;
-	e->start_ns = now_ns();
+	e->start_ns = rbln_explain_now();
 	atomic_store_explicit(&rbln_explain_open, true, memory_order_relaxed);
 	pthread_mutex_unlock(&explain_lock);
 	return e;
@@ -807,7 +799,7 @@ static bool build_results(struct rbln_explain *e)
 /* Under explain_lock: stops @e recording. */
 static void close_locked(struct rbln_explain *e)
 {
-	e->dump.wall_ns = (int64_t)(now_ns() - e->start_ns);
+	e->dump.wall_ns = (int64_t)(rbln_explain_now() - e->start_ns);
 	explain_current = NULL;
 	atomic_store_explicit(&rbln_explain_open, false, memory_order_relaxed);
 }

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 extern atomic_bool rbln_explain_open;
 
@@ -19,6 +20,18 @@ static inline bool rbln_explain_active(void)
 {
 	return atomic_load_explicit(&rbln_explain_open, memory_order_relaxed);
 }
+
+/* Dispatch times, taken only while a region is open. */
+static inline uint64_t rbln_explain_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* The site of an op: where the application called the public function using this. */
+#define RBLN_CALLER() __builtin_return_address(0)
 
 enum rbln_dispatch_kind {
 	RBLN_DISPATCH_WARM_HIT,		/* a device op whose program was cached */

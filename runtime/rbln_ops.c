@@ -12,21 +12,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "rbln_explain.h"
 #include "rbln_internal.h"
 #include "rbln_program.h"
-
-#define SITE() __builtin_return_address(0)
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 struct op {
 	const char *name;
@@ -129,7 +118,7 @@ static rbln_status dispatch(struct op *op)
 {
 	struct rbln_shard replicas[RBLN_MAX_MEMBERS];
 	bool active = rbln_explain_active(), compiled = false;
-	uint64_t start = active ? now_ns() : 0;
+	uint64_t start = active ? rbln_explain_now() : 0;
 	rbln_status st;
 	int i;
 
@@ -155,7 +144,7 @@ static rbln_status dispatch(struct op *op)
 	}
 	if (active)
 		rbln_explain_dispatch(compiled ? RBLN_DISPATCH_RECOMPILE : RBLN_DISPATCH_WARM_HIT,
-				      op->name, now_ns() - start, op->site);
+				      op->name, rbln_explain_now() - start, op->site);
 	return RBLN_OK;
 }
 
@@ -224,32 +213,32 @@ static rbln_tensor *binary(const char *name, unsigned int sub, rbln_tensor *a, r
 
 rbln_tensor *rbln_add(rbln_tensor *a, rbln_tensor *b)
 {
-	return binary("add", RBLN_BINARY_ADD, a, b, SITE());
+	return binary("add", RBLN_BINARY_ADD, a, b, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_sub(rbln_tensor *a, rbln_tensor *b)
 {
-	return binary("sub", RBLN_BINARY_SUB, a, b, SITE());
+	return binary("sub", RBLN_BINARY_SUB, a, b, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_mul(rbln_tensor *a, rbln_tensor *b)
 {
-	return binary("mul", RBLN_BINARY_MUL, a, b, SITE());
+	return binary("mul", RBLN_BINARY_MUL, a, b, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_div(rbln_tensor *a, rbln_tensor *b)
 {
-	return binary("div", RBLN_BINARY_DIV, a, b, SITE());
+	return binary("div", RBLN_BINARY_DIV, a, b, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_maximum(rbln_tensor *a, rbln_tensor *b)
 {
-	return binary("maximum", RBLN_BINARY_MAX, a, b, SITE());
+	return binary("maximum", RBLN_BINARY_MAX, a, b, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_minimum(rbln_tensor *a, rbln_tensor *b)
 {
-	return binary("minimum", RBLN_BINARY_MIN, a, b, SITE());
+	return binary("minimum", RBLN_BINARY_MIN, a, b, RBLN_CALLER());
 }
 
 static rbln_tensor *scalar(const char *name, unsigned int sub, rbln_tensor *a, double s,
@@ -266,32 +255,32 @@ static rbln_tensor *scalar(const char *name, unsigned int sub, rbln_tensor *a, d
 
 rbln_tensor *rbln_add_scalar(rbln_tensor *a, double s)
 {
-	return scalar("add_scalar", RBLN_BINARY_ADD, a, s, SITE());
+	return scalar("add_scalar", RBLN_BINARY_ADD, a, s, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_sub_scalar(rbln_tensor *a, double s)
 {
-	return scalar("sub_scalar", RBLN_BINARY_SUB, a, s, SITE());
+	return scalar("sub_scalar", RBLN_BINARY_SUB, a, s, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_mul_scalar(rbln_tensor *a, double s)
 {
-	return scalar("mul_scalar", RBLN_BINARY_MUL, a, s, SITE());
+	return scalar("mul_scalar", RBLN_BINARY_MUL, a, s, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_div_scalar(rbln_tensor *a, double s)
 {
-	return scalar("div_scalar", RBLN_BINARY_DIV, a, s, SITE());
+	return scalar("div_scalar", RBLN_BINARY_DIV, a, s, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_maximum_scalar(rbln_tensor *a, double s)
 {
-	return scalar("maximum_scalar", RBLN_BINARY_MAX, a, s, SITE());
+	return scalar("maximum_scalar", RBLN_BINARY_MAX, a, s, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_minimum_scalar(rbln_tensor *a, double s)
 {
-	return scalar("minimum_scalar", RBLN_BINARY_MIN, a, s, SITE());
+	return scalar("minimum_scalar", RBLN_BINARY_MIN, a, s, RBLN_CALLER());
 }
 
 static rbln_tensor *unary(const char *name, unsigned int sub, rbln_tensor *a, const void *site)
@@ -306,22 +295,22 @@ static rbln_tensor *unary(const char *name, unsigned int sub, rbln_tensor *a, co
 
 rbln_tensor *rbln_neg(rbln_tensor *a)
 {
-	return unary("neg", RBLN_UNARY_NEG, a, SITE());
+	return unary("neg", RBLN_UNARY_NEG, a, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_abs(rbln_tensor *a)
 {
-	return unary("abs", RBLN_UNARY_ABS, a, SITE());
+	return unary("abs", RBLN_UNARY_ABS, a, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_relu(rbln_tensor *a)
 {
-	return unary("relu", RBLN_UNARY_RELU, a, SITE());
+	return unary("relu", RBLN_UNARY_RELU, a, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_cast(rbln_tensor *a, rbln_dtype dtype)
 {
-	struct op op = { .name = "cast", .kind = RBLN_OPK_CAST, .a = a, .site = SITE() };
+	struct op op = { .name = "cast", .kind = RBLN_OPK_CAST, .a = a, .site = RBLN_CALLER() };
 
 	if (!on_device(a, op.name))
 		return NULL;
@@ -358,18 +347,18 @@ static rbln_tensor *reduce(const char *name, unsigned int sub, rbln_tensor *a, c
 
 rbln_tensor *rbln_sum(rbln_tensor *a)
 {
-	return reduce("sum", RBLN_REDUCE_SUM, a, SITE());
+	return reduce("sum", RBLN_REDUCE_SUM, a, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_amax(rbln_tensor *a)
 {
-	return reduce("amax", RBLN_REDUCE_MAX, a, SITE());
+	return reduce("amax", RBLN_REDUCE_MAX, a, RBLN_CALLER());
 }
 
 rbln_tensor *rbln_matmul(rbln_tensor *a, rbln_tensor *b)
 {
 	struct op op = { .name = "matmul", .kind = RBLN_OPK_MATMUL, .a = a, .b = b,
-			 .site = SITE() };
+			 .site = RBLN_CALLER() };
 	int64_t shape[3];
 
 	if (!on_device(a, op.name) || !on_device(b, op.name) || !same_device(a, b, op.name) ||
@@ -391,7 +380,7 @@ rbln_tensor *rbln_matmul(rbln_tensor *a, rbln_tensor *b)
 
 rbln_tensor *rbln_clone(rbln_tensor *a)
 {
-	struct op op = { .name = "clone", .kind = RBLN_OPK_COPY, .a = a, .site = SITE() };
+	struct op op = { .name = "clone", .kind = RBLN_OPK_COPY, .a = a, .site = RBLN_CALLER() };
 
 	if (!on_device(a, op.name))
 		return NULL;
@@ -401,7 +390,7 @@ rbln_tensor *rbln_clone(rbln_tensor *a)
 rbln_status rbln_copy(rbln_tensor *dst, rbln_tensor *src)
 {
 	struct op op = { .name = "copy", .kind = RBLN_OPK_COPY, .a = src, .out = dst,
-			 .site = SITE() };
+			 .site = RBLN_CALLER() };
 
 	if (!on_device(dst, op.name) || !on_device(src, op.name) ||
 	    !same_device(dst, src, op.name) || !same_dtype(dst, src, op.name) ||
@@ -416,7 +405,7 @@ rbln_status rbln_copy(rbln_tensor *dst, rbln_tensor *src)
 
 rbln_status rbln_fill(rbln_tensor *t, double value)
 {
-	struct op op = { .name = "fill", .kind = RBLN_OPK_FILL, .a = t, .out = t, .site = SITE() };
+	struct op op = { .name = "fill", .kind = RBLN_OPK_FILL, .a = t, .out = t, .site = RBLN_CALLER() };
 	size_t esize;
 	uint32_t v = 0;
 
