@@ -355,6 +355,8 @@ static struct rbln_dev *pdev_open(int physical)
 	static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 	struct rbln_dev *d = &devices[physical];
 
+	if (__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE))
+		return d;
 	/* pthread_once takes no argument: pass it under a lock. */
 	pthread_mutex_lock(&open_lock);
 	opening = d;

@@ -347,14 +347,12 @@ void rbln_tensor_free(rbln_tensor *t)
 		struct rbln_shard *s = &t->shards[i];
 		struct rbln_dev *d = s->dev;
 
-		if (s->block) {
+		if (s->block)
 			rbln_allocator_free(d->alloc, s->block,
 					    __atomic_load_n(&s->last_point, __ATOMIC_ACQUIRE), 0);
-			pthread_mutex_lock(&d->lock);
-			d->device_bytes -= s->nbytes;
-			pthread_mutex_unlock(&d->lock);
-		}
 		pthread_mutex_lock(&d->lock);
+		if (s->block)
+			d->device_bytes -= s->nbytes;
 		rbln_reap_locked(d);
 		pthread_mutex_unlock(&d->lock);
 	}
