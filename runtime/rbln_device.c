@@ -328,13 +328,14 @@ static struct rbln_dev *opening;
 static void dev_open(void)
 {
 	struct rbln_dev *d = opening;
-	int ret;
+	int ret, i;
 
 	ret = rbln_drm_open(d->minor, &d->drm);
 	if (!ret)
 		ret = rbln_drm_queue_create(d->drm, RBLN_QUEUE_PRIORITY_NORMAL, &d->queue);
-	if (!ret && drmSyncobjCreate(rbln_drm_fd(d->drm), 0, &d->timeline))
-		ret = -errno;
+	for (i = 0; i < RBLN_SYNC_SLOTS && !ret; i++)
+		if (drmSyncobjCreate(rbln_drm_fd(d->drm), 0, &d->slots[i]))
+			ret = -errno;
 	if (ret) {
 		d->open_status = RBLN_ERROR_NO_DEVICE;
 		rbln_drm_close(d->drm);

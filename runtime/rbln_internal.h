@@ -44,6 +44,9 @@ struct rbln_pending_copy {
 	struct rbln_pending_copy *next;
 };
 
+/* Jobs in flight on a device at most: one binary syncobj each (rbln_job.c). */
+#define RBLN_SYNC_SLOTS	256
+
 /*
  * struct rbln_dev - one physical device as the runtime uses it, opened on
  * first use. @lock protects everything below it; the allocator has its
@@ -57,7 +60,7 @@ struct rbln_dev {
 	bool ready;			/* opened: set last, with release */
 	struct rbln_drm_device *drm;
 	uint32_t queue;
-	uint32_t timeline;		/* syncobj: point n = the n-th job */
+	uint32_t slots[RBLN_SYNC_SLOTS];	/* binary syncobjs: job n signals n % SLOTS */
 	struct rbln_allocator *alloc;
 
 	pthread_mutex_t lock;

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <rbln/rbln.h>
 
@@ -650,6 +652,47 @@ TEST(program_cache_and_explain)
 	EXPECT_EQ(2 * 77 * 4, c.bounce_bytes);
 	for (i = 0; i < 5; i++)
 		rbln_tensor_free(t[i]);
+}
+
+/*
+ * In a child, as the fault bans the process's context on the device: an
+ * op whose job faults is reported by the next synchronize, once, and the
+ * ops after it fail too.
+ */
+static int fault_child(void)
+{
+	int64_t shape[1] = { 64 };
+	rbln_tensor *a = rbln_tensor_full(shape, 1, RBLN_F32, 1, 0), *b;
+	FILE *f;
+
+	if (!a || rbln_tensor_materialize(a) || rbln_synchronize(0))
+		return 10;
+	f = fopen("/sys/kernel/debug/accel/rbln_emu0/inject", "we");
+	if (!f || fputs("fault", f) == EOF || fclose(f))
+		return 11;
+	b = rbln_neg(a);
+	if (!b)
+		return 12;
+	if (rbln_synchronize(0) != RBLN_ERROR_DEVICE ||
+	    !strstr(rbln_last_error(), "device work failed: Bad address"))
+		return 13;
+	rbln_tensor_free(b);
+	b = rbln_neg(a);
+	if (b && rbln_synchronize(0) != RBLN_ERROR_DEVICE)
+		return 14;
+	return 0;
+}
+
+TEST(device_faults_are_reported)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (!pid)
+		_exit(fault_child());
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
 }
 
 TEST_HARNESS_MAIN
