@@ -44,6 +44,13 @@ struct rbln_pending_copy {
 	struct rbln_pending_copy *next;
 };
 
+/*
+ * The largest command buffer a job may have: what the emulated NPU takes
+ * (RBLN_PARAM_MAX_CMD_SIZE); the ring of command space is twice that, so
+ * little of it is pinned (offload counts on that).
+ */
+#define RBLN_MAX_CMD_BYTES	(256u << 10)
+
 /* Jobs in flight on a device at most: one binary syncobj each (rbln_job.c). */
 #define RBLN_SYNC_SLOTS	256
 

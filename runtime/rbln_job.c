@@ -101,7 +101,8 @@ void rbln_reap_locked(struct rbln_dev *d)
  * front to back and reused once the jobs that read a stretch are done, so
  * a job needs no buffer object of its own. Protected by d->lock.
  */
-#define RING_SIZE	(4u << 20)
+/* Twice the largest command buffer the device takes (RBLN_PARAM_MAX_CMD_SIZE). */
+#define RING_SIZE	(2 * RBLN_MAX_CMD_BYTES)
 #define RING_JOBS	1024
 
 struct rbln_cmd_ring {
@@ -144,9 +145,9 @@ rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cp
 	rbln_status st;
 
 	len = (len + 7) & ~7u;
-	if (!len || len > RING_SIZE / 2)
-		return rbln_fail(RBLN_ERROR_INVALID, "a %u-byte command buffer (at most %u)", len,
-				 RING_SIZE / 2);
+	if (!len || len > RBLN_MAX_CMD_BYTES)
+		return rbln_fail(RBLN_ERROR_UNSUPPORTED, "a %u-byte command buffer (at most %u)", len,
+				 RBLN_MAX_CMD_BYTES);
 	if (!r) {
 		r = calloc(1, sizeof(*r));
 		if (!r)

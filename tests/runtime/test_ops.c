@@ -456,6 +456,9 @@ TEST(rejections)
 	rbln_tensor *v = rbln_tensor_zeros(s1, 1, RBLN_F32, 0);
 	int64_t se[2] = { 2, 0 };
 	rbln_tensor *empty_rows = rbln_tensor_zeros(se, 2, RBLN_F32, 0), *c, *gone;
+	int64_t sm[3] = { 10000, 1, 1 };
+	rbln_tensor *many = rbln_tensor_zeros(sm, 3, RBLN_F32, 0);
+	rbln_tensor *many1 = rbln_tensor_zeros(sm, 3, RBLN_F32, 0);
 	int64_t before;
 
 	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
@@ -477,6 +480,8 @@ TEST(rejections)
 	EXPECT_EQ(NULL, rbln_matmul(a, a));
 	EXPECT_NE(NULL, strstr(rbln_last_error(), "matmul"));
 	EXPECT_EQ(NULL, rbln_matmul(v, v));
+	EXPECT_EQ(NULL, rbln_matmul(many, many1));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "more than one command buffer holds"));
 	EXPECT_EQ(NULL, rbln_matmul(a, h));
 	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_copy(a, b));
 	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_copy(a, other));
@@ -502,6 +507,8 @@ TEST(rejections)
 	EXPECT_NE(NULL, c);
 	rbln_tensor_free(c);
 	rbln_tensor_free(empty_rows);
+	rbln_tensor_free(many);
+	rbln_tensor_free(many1);
 	rbln_tensor_free(a);
 	rbln_tensor_free(b);
 	rbln_tensor_free(h);
