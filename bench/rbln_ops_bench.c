@@ -111,7 +111,7 @@ static double bare_ns(struct bare *b, int n)
 	return (now() - t) * 1e9 / n;
 }
 
-/* Seconds for a + b of @numel f32 on logical device @d, best of three. */
+/* Seconds for a + b of @numel f32 on logical device @d, best of five. */
 static double big_add_s(int d, int64_t numel)
 {
 	rbln_tensor *a = rbln_tensor_full(&numel, 1, RBLN_F32, 1.5, d);
@@ -121,7 +121,7 @@ static double big_add_s(int d, int64_t numel)
 
 	if (!a || !b || rbln_tensor_materialize(a) || rbln_tensor_materialize(b))
 		die("big tensors");
-	for (r = 0; r < 3; r++) {
+	for (r = 0; r < 5; r++) {
 		rbln_tensor *c;
 
 		t = now();
