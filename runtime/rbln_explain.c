@@ -559,6 +559,9 @@ static void sb_row(struct sbuf *b, const struct column *cols, int ncols, const s
 	int c;
 
 	for (c = 0; c < ncols; c++) {
+		/* An empty last cell: no separator before it either. */
+		if (c == ncols - 1 && !cols[c].right && !*cells[c])
+			break;
 		if (c)
 			sb_printf(b, "  ");
 		if (cols[c].right)

@@ -278,7 +278,8 @@ TEST(clean_region)
 	EXPECT_EQ(0, row_count(r, "host_bounce (device->host)"));
 	EXPECT_EQ(0, row_count(r, "host_bounce (host->device)"));
 	EXPECT_NE(NULL, strstr(r, "cached programs reused (not overhead)"));
-	/* No remedy where nothing fired, and no detail block. */
+	/* No remedy where nothing fired (nor blanks for it), and no detail block. */
+	EXPECT_EQ(NULL, strstr(r, " \n"));
 	EXPECT_EQ(NULL, strstr(r, "stabilize"));
 	EXPECT_EQ(NULL, strstr(r, "use a device op"));
 	EXPECT_EQ(NULL, strstr(r, "\nrecompile:"));
