@@ -442,10 +442,16 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 
 	for (off = 0, i = 0; off < bytes && !st; off += n, i++) {
 		n = bytes - off < STAGING_CHUNK ? bytes - off : STAGING_CHUNK;
-		/* Bound the pinned memory: the chunk before last must be done. */
+		/*
+		 * Bound the pinned memory: the chunk before last must be done,
+		 * and its staging buffer gone before the next one is made.
+		 */
 		st = rbln_wait_point(d, inflight[i % 2]);
 		if (st)
 			break;
+		pthread_mutex_lock(&d->lock);
+		rbln_reap_locked(d);
+		pthread_mutex_unlock(&d->lock);
 		st = rbln_host_buf_new(d, n, &stage);
 		if (st)
 			break;

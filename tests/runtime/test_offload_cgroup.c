@@ -24,7 +24,8 @@
 
 #define MIB		(1 << 20)
 #define TENSORS		4
-#define TENSOR_BYTES	(16 * MIB)
+/* Large enough that the runtime's pinned staging and ring (about 5 MiB) leave room. */
+#define TENSOR_BYTES	(32 * MIB)
 #define LIMIT		(TENSORS * TENSOR_BYTES / 4)
 #define CGROUP		"/sys/fs/cgroup/rbln-offload-test"
 
