@@ -86,6 +86,17 @@ static int workload(const char *scratch, bool offload)
 	return 0;
 }
 
+static void dump_file(const char *path)
+{
+	char line[256];
+	FILE *f = fopen(path, "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		fprintf(stderr, "# %s: %s", path, line);
+	if (f)
+		fclose(f);
+}
+
 static pid_t run_in_cgroup(const char *scratch, bool offload)
 {
 	pid_t pid = fork();
@@ -126,6 +137,12 @@ TEST_F_TIMEOUT(offload, keeps_a_memory_limited_process_alive, 300)
 	pid = run_in_cgroup(scratch, true);
 	ASSERT_GT(pid, 0);
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		/* What the cgroup held when it failed: for the log. */
+		dump_file(CGROUP "/memory.events");
+		dump_file(CGROUP "/memory.stat");
+		dump_file(CGROUP "/memory.peak");
+	}
 	EXPECT_TRUE(WIFEXITED(status)) TH_LOG("with offload: killed by signal %d",
 					      WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 	EXPECT_EQ(0, WEXITSTATUS(status));
