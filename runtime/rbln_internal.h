@@ -179,5 +179,11 @@ void rbln_reap_locked(struct rbln_dev *d);
 /* File-backed host memory (rbln_offload.c) */
 void *rbln_offload_alloc(size_t size, char *path);
 void rbln_offload_free(void *p, size_t size, const char *path);
+/*
+ * Tells the kernel that @len bytes at @offset of offloaded memory @p are
+ * done with for now: it reclaims them first rather than giving them a
+ * second chance because they were just touched.
+ */
+void rbln_offload_cold(void *p, size_t offset, size_t len);
 
 #endif /* RBLN_INTERNAL_H */

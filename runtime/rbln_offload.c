@@ -130,3 +130,14 @@ void rbln_offload_free(void *p, size_t size, const char *path)
 	munmap(p, size);
 	unlink(path);
 }
+
+void rbln_offload_cold(void *p, size_t offset, size_t len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t start = ((uintptr_t)p + offset) & ~(uintptr_t)(page - 1);
+	uintptr_t end = (uintptr_t)p + offset + len;
+
+	/* Advice only: if the kernel declines, reclaim just works harder. */
+	if (len)
+		madvise((void *)start, end - start, MADV_COLD);
+}

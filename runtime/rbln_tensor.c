@@ -259,6 +259,14 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 	return t;
 }
 
+/* @t's data was just written: offloaded, it can go to its file before it is used. */
+static rbln_tensor *written(rbln_tensor *t)
+{
+	if (t && t->offload_path)
+		rbln_offload_cold(t->host, 0, t->nbytes);
+	return t;
+}
+
 rbln_tensor *rbln_tensor_new_device(const int64_t *shape, int ndim, rbln_dtype dtype,
 				    int device, const char *fn)
 {
@@ -276,7 +284,7 @@ rbln_tensor *rbln_tensor_zeros(const int64_t *shape, int ndim, rbln_dtype dtype,
 
 	if (t)
 		memset(t->host, 0, t->nbytes);
-	return t;
+	return written(t);
 }
 
 rbln_tensor *rbln_tensor_full(const int64_t *shape, int ndim, rbln_dtype dtype, double value,
@@ -291,7 +299,7 @@ rbln_tensor *rbln_tensor_full(const int64_t *shape, int ndim, rbln_dtype dtype, 
 	rbln_dtype_encode(dtype, value, t->host);
 	for (i = 1; i < t->numel; i++)
 		memcpy((char *)t->host + i * esize, t->host, esize);
-	return t;
+	return written(t);
 }
 
 rbln_tensor *rbln_tensor_from_data(const void *data, const int64_t *shape, int ndim,
@@ -306,7 +314,7 @@ rbln_tensor *rbln_tensor_from_data(const void *data, const int64_t *shape, int n
 	t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_from_data");
 	if (t)
 		memcpy(t->host, data, t->nbytes);
-	return t;
+	return written(t);
 }
 
 rbln_tensor *rbln_tensor_rand(const int64_t *shape, int ndim, rbln_dtype dtype, uint64_t seed,
@@ -331,7 +339,7 @@ rbln_tensor *rbln_tensor_rand(const int64_t *shape, int ndim, rbln_dtype dtype, 
 			v = floor(v * 256) - 128;
 		rbln_dtype_encode(dtype, v, (char *)t->host + i * esize);
 	}
-	return t;
+	return written(t);
 }
 
 void rbln_tensor_free(rbln_tensor *t)
@@ -429,7 +437,7 @@ void rbln_shard_used(struct rbln_shard *s, uint64_t point)
  * point of the last job.
  */
 static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool to_device,
-			    void *host, size_t bytes, bool non_blocking, uint64_t *last)
+			    void *host, size_t bytes, bool non_blocking, bool cold, uint64_t *last)
 {
 	uint64_t inflight[2] = { 0, 0 }, point = 0, cmd_va;
 	struct rbln_host_buf *stage;
@@ -457,6 +465,8 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 			break;
 		if (to_device)
 			memcpy(stage->cpu, (char *)host + off, n);
+		if (to_device && cold)
+			rbln_offload_cold(host, off, n);
 		bos[0] = bo;
 		bos[1] = stage->handle;
 
@@ -507,13 +517,13 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 
 /* Copies @bytes at byte @offset of shard @s's block from or to @host. */
 static rbln_status shard_transfer(struct rbln_shard *s, bool to_device, size_t offset,
-				  void *host, size_t bytes, bool non_blocking)
+				  void *host, size_t bytes, bool non_blocking, bool cold)
 {
 	uint64_t point = 0;
 	rbln_status st;
 
 	st = transfer(s->dev, rbln_block_handle(s->block), rbln_block_va(s->block) + offset,
-		      to_device, host, bytes, non_blocking, &point);
+		      to_device, host, bytes, non_blocking, cold, &point);
 	rbln_shard_used(s, point);
 	return st;
 }
@@ -534,7 +544,7 @@ static rbln_status materialize_locked(rbln_tensor *t)
 		if (t->shards[i].nbytes)
 			st = shard_transfer(&t->shards[i], true, 0,
 					    (char *)t->host + t->shards[i].offset,
-					    t->shards[i].nbytes, false);
+					    t->shards[i].nbytes, false, t->offload_path != NULL);
 	if (st) {
 		for (i = 0; i < t->nshards; i++) {
 			struct rbln_shard *s = &t->shards[i];
@@ -627,7 +637,7 @@ static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
 			st = shard_transfer(&t->shards[i], false, 0,
 					    (char *)out + t->shards[i].offset,
 					    t->shards[i].nbytes,
-					    non_blocking || t->nshards > 1);
+					    non_blocking || t->nshards > 1, false);
 	if (non_blocking || t->nshards == 1)
 		return st;
 	for (i = 0; i < t->nshards; i++) {
@@ -692,7 +702,7 @@ rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out)
 			if (at >= t->shards[i].offset && at < t->shards[i].offset + t->shards[i].nbytes)
 				break;
 		st = shard_transfer(&t->shards[i], false, at - t->shards[i].offset, out, esize,
-				    false);
+				    false, false);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return st;
@@ -735,7 +745,7 @@ rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, const ch
 				       "%s: device %d: %s", op, t->device,
 				       ret == -ENOMEM ? msg : strerror(-ret));
 		else
-			st = shard_transfer(&r[i], true, 0, data, t->nbytes, false);
+			st = shard_transfer(&r[i], true, 0, data, t->nbytes, false, false);
 		if (!st && active)
 			rbln_explain_bounce(op, false, t->nbytes, site);
 	}
