@@ -333,6 +333,12 @@ static void dev_open(void)
 	ret = rbln_drm_open(d->minor, &d->drm);
 	if (!ret)
 		ret = rbln_drm_queue_create(d->drm, RBLN_QUEUE_PRIORITY_NORMAL, &d->queue);
+	if (!ret) {
+		uint64_t max_cmd = 0;
+
+		ret = rbln_drm_get_param(d->drm, RBLN_PARAM_MAX_CMD_SIZE, &max_cmd);
+		d->max_cmd = max_cmd > UINT32_MAX ? UINT32_MAX : max_cmd;
+	}
 	for (i = 0; i < RBLN_SYNC_SLOTS && !ret; i++)
 		if (drmSyncobjCreate(rbln_drm_fd(d->drm), 0, &d->slots[i]))
 			ret = -errno;

@@ -44,13 +44,6 @@ struct rbln_pending_copy {
 	struct rbln_pending_copy *next;
 };
 
-/*
- * The largest command buffer a job may have: what the emulated NPU takes
- * (RBLN_PARAM_MAX_CMD_SIZE); the ring of command space is twice that, so
- * little of it is pinned (offload counts on that).
- */
-#define RBLN_MAX_CMD_BYTES	(256u << 10)
-
 /* Jobs in flight on a device at most: one binary syncobj each (rbln_job.c). */
 #define RBLN_SYNC_SLOTS	256
 
@@ -65,6 +58,7 @@ struct rbln_dev {
 	rbln_status open_status;
 	char open_error[160];		/* why the allocator's options were refused */
 	bool ready;			/* opened: set last, with release */
+	uint32_t max_cmd;		/* RBLN_PARAM_MAX_CMD_SIZE: a job's commands at most */
 	struct rbln_drm_device *drm;
 	uint32_t queue;
 	uint32_t slots[RBLN_SYNC_SLOTS];	/* binary syncobjs: job n signals n % SLOTS */

@@ -101,18 +101,16 @@ void rbln_reap_locked(struct rbln_dev *d)
  * front to back and reused once the jobs that read a stretch are done, so
  * a job needs no buffer object of its own. Protected by d->lock.
  */
-/* Twice the largest command buffer the device takes (RBLN_PARAM_MAX_CMD_SIZE). */
-#define RING_SIZE	(2 * RBLN_MAX_CMD_BYTES)
-#define RING_JOBS	1024
 
 struct rbln_cmd_ring {
 	struct rbln_host_buf *buf;
+	uint64_t size;		/* of buf */
 	uint64_t head;		/* bytes ever submitted */
 	uint64_t tail;		/* bytes ever released */
 	uint64_t next;		/* end of the reservation not yet submitted */
 	struct {
 		uint64_t end, point;
-	} jobs[RING_JOBS];	/* submitted stretches still in flight, oldest first */
+	} jobs[RBLN_SYNC_SLOTS];	/* submitted stretches not yet released, oldest first */
 	unsigned int first, count;
 };
 
@@ -133,7 +131,7 @@ static rbln_status ring_retire(struct rbln_dev *d, struct rbln_cmd_ring *r, bool
 	if (st)
 		return st;
 	r->tail = r->jobs[r->first].end;
-	r->first = (r->first + 1) % RING_JOBS;
+	r->first = (r->first + 1) % RBLN_SYNC_SLOTS;
 	r->count--;
 	return RBLN_OK;
 }
@@ -145,14 +143,16 @@ rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cp
 	rbln_status st;
 
 	len = (len + 7) & ~7u;
-	if (!len || len > RBLN_MAX_CMD_BYTES)
+	if (!len || len > d->max_cmd)
 		return rbln_fail(RBLN_ERROR_UNSUPPORTED, "a %u-byte command buffer (at most %u)", len,
-				 RBLN_MAX_CMD_BYTES);
+				 d->max_cmd);
 	if (!r) {
 		r = calloc(1, sizeof(*r));
 		if (!r)
 			return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "out of host memory");
-		st = rbln_host_buf_new(d, RING_SIZE, &r->buf);
+		/* Twice the largest command buffer: little of it pinned (offload counts on that). */
+		r->size = 2 * (uint64_t)d->max_cmd;
+		st = rbln_host_buf_new(d, r->size, &r->buf);
 		if (st) {
 			free(r);
 			return st;
@@ -162,17 +162,17 @@ rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cp
 	while (r->count && ring_retire(d, r, false) == RBLN_OK)
 		;
 	start = r->head;
-	pos = start % RING_SIZE;
-	if (pos + len > RING_SIZE)
-		start += RING_SIZE - pos;	/* a packet never wraps */
-	while (start + len - r->tail > RING_SIZE || r->count == RING_JOBS) {
+	pos = start % r->size;
+	if (pos + len > r->size)
+		start += r->size - pos;	/* a packet never wraps */
+	while (start + len - r->tail > r->size || r->count == RBLN_SYNC_SLOTS) {
 		st = ring_retire(d, r, true);
 		if (st)
 			return st;
 	}
 	r->next = start + len;
-	*cpu = (char *)r->buf->cpu + start % RING_SIZE;
-	*va = r->buf->va + start % RING_SIZE;
+	*cpu = (char *)r->buf->cpu + start % r->size;
+	*va = r->buf->va + start % r->size;
 	return RBLN_OK;
 }
 
@@ -200,7 +200,7 @@ rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t le
 	if (ret)
 		return rbln_fail(RBLN_ERROR_DEVICE, "cannot submit work: %s", strerror(-ret));
 	*point = ++d->point;
-	slot = (r->first + r->count++) % RING_JOBS;
+	slot = (r->first + r->count++) % RBLN_SYNC_SLOTS;
 	r->jobs[slot].end = r->next;
 	r->jobs[slot].point = *point;
 	r->head = r->next;

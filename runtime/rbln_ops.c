@@ -374,11 +374,11 @@ rbln_tensor *rbln_matmul(rbln_tensor *a, rbln_tensor *b)
 	}
 	/* A GEMM packet per batch, a shard's all in one command buffer (the first is the largest). */
 	if (a->ndim == 3 &&
-	    a->shards[0].rows > (int64_t)(RBLN_MAX_CMD_BYTES / sizeof(struct rbln_pkt_gemm))) {
+	    a->shards[0].rows > (int64_t)(a->shards[0].dev->max_cmd / sizeof(struct rbln_pkt_gemm))) {
 		rbln_fail(RBLN_ERROR_UNSUPPORTED,
 			  "matmul: a batch of %lld per device is more than one command buffer holds (%zu)",
 			  (long long)a->shards[0].rows,
-			  RBLN_MAX_CMD_BYTES / sizeof(struct rbln_pkt_gemm));
+			  a->shards[0].dev->max_cmd / sizeof(struct rbln_pkt_gemm));
 		return NULL;
 	}
 	memcpy(shape, a->shape, (a->ndim - 1) * sizeof(*shape));
