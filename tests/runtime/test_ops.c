@@ -445,6 +445,62 @@ TEST(item_and_print)
 	rbln_tensor_free(big);
 }
 
+/* Every op, given what it must refuse: a NULL, a freed and (device ops) a CPU tensor. */
+TEST(every_op_refuses_bad_tensors)
+{
+	static rbln_tensor *(*const device1[])(rbln_tensor *) = {
+		rbln_neg, rbln_abs, rbln_relu, rbln_sum, rbln_amax, rbln_clone,
+	};
+	static rbln_tensor *(*const cpu1[])(rbln_tensor *) = {
+		rbln_exp, rbln_log, rbln_tanh, rbln_softmax,
+	};
+	static rbln_tensor *(*const device2[])(rbln_tensor *, rbln_tensor *) = {
+		rbln_add, rbln_sub, rbln_mul, rbln_div, rbln_maximum, rbln_minimum, rbln_matmul,
+	};
+	static rbln_tensor *(*const scalar[])(rbln_tensor *, double) = {
+		rbln_add_scalar, rbln_sub_scalar, rbln_mul_scalar, rbln_div_scalar,
+		rbln_maximum_scalar, rbln_minimum_scalar,
+	};
+	int64_t shape[2] = { 2, 2 }, idx[2] = { 0, 0 };
+	rbln_tensor *a = rbln_tensor_zeros(shape, 2, RBLN_F32, 0);
+	rbln_tensor *cpu = rbln_tensor_zeros(shape, 2, RBLN_F32, RBLN_CPU);
+	rbln_tensor *gone = rbln_tensor_zeros(shape, 2, RBLN_F32, 0);
+	double v;
+	size_t i;
+
+	rbln_tensor_free(gone);
+	for (i = 0; i < sizeof(device1) / sizeof(device1[0]); i++) {
+		EXPECT_EQ(NULL, device1[i](NULL)) TH_LOG("op %zu", i);
+		EXPECT_EQ(NULL, device1[i](gone)) TH_LOG("op %zu", i);
+		EXPECT_EQ(NULL, device1[i](cpu)) TH_LOG("op %zu", i);
+		EXPECT_NE(NULL, strstr(rbln_last_error(), "CPU tensor"));
+	}
+	for (i = 0; i < sizeof(cpu1) / sizeof(cpu1[0]); i++) {
+		EXPECT_EQ(NULL, cpu1[i](NULL)) TH_LOG("op %zu", i);
+		EXPECT_EQ(NULL, cpu1[i](gone)) TH_LOG("op %zu", i);
+		EXPECT_NE(NULL, strstr(rbln_last_error(), "not a live tensor"));
+	}
+	for (i = 0; i < sizeof(device2) / sizeof(device2[0]); i++) {
+		EXPECT_EQ(NULL, device2[i](NULL, a)) TH_LOG("op %zu", i);
+		EXPECT_EQ(NULL, device2[i](a, gone)) TH_LOG("op %zu", i);
+		EXPECT_EQ(NULL, device2[i](cpu, cpu)) TH_LOG("op %zu", i);
+	}
+	for (i = 0; i < sizeof(scalar) / sizeof(scalar[0]); i++) {
+		EXPECT_EQ(NULL, scalar[i](NULL, 1)) TH_LOG("op %zu", i);
+		EXPECT_EQ(NULL, scalar[i](gone, 1)) TH_LOG("op %zu", i);
+		EXPECT_EQ(NULL, scalar[i](cpu, 1)) TH_LOG("op %zu", i);
+	}
+	EXPECT_EQ(NULL, rbln_cast(NULL, RBLN_F16));
+	EXPECT_EQ(NULL, rbln_cast(cpu, RBLN_F16));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_copy(NULL, a));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_copy(a, cpu));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_item(NULL, idx, &v));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_item(gone, idx, &v));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_print(NULL, stderr));
+	rbln_tensor_free(a);
+	rbln_tensor_free(cpu);
+}
+
 TEST(rejections)
 {
 	int64_t s2[2] = { 2, 3 }, s3[2] = { 3, 2 }, s1[1] = { 4 };
