@@ -983,13 +983,55 @@ TEST(invalid_sizes)
 	mock_fini(&m);
 }
 
+/*
+ * The queue rule, from block A freed pending on point 5 of queue 1: queue
+ * 2 must not get it while point 5 runs (t[0]), queue 1 gets it at once,
+ * its work running after point 5 (t[1]); freed again unused it is still
+ * point 5's (t[2]); once point 5 is done queue 2 gets it back (t[3]).
+ */
+static void queue_rule_sequence(struct __test_metadata *_metadata, struct rbln_allocator *a,
+				struct mock *m, struct rbln_block *A, struct rbln_block **t)
+{
+	uint64_t va = rbln_block_va(A);
+
+	mock_submit(m, 5);
+	rbln_allocator_free(a, A, 5, 1);
+	t[0] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[0]);
+	EXPECT_NE(va, rbln_block_va(t[0]));
+	t[1] = alloc_ok(_metadata, a, 4096, 1);
+	ASSERT_NE(NULL, t[1]);
+	EXPECT_EQ(va, rbln_block_va(t[1]));
+	rbln_allocator_free(a, t[1], 0, 0);
+	t[2] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[2]);
+	EXPECT_NE(va, rbln_block_va(t[2]));
+	mock_complete(m, 5);
+	t[3] = alloc_ok(_metadata, a, 4096, 2);
+	ASSERT_NE(NULL, t[3]);
+	EXPECT_EQ(va, rbln_block_va(t[3]));
+	EXPECT_EQ(1, m->alloc_ok);
+	EXPECT_EQ(0, m->sync_calls);
+}
+
+/* Frees what queue_rule_sequence() left allocated, and G. */
+static void queue_rule_release(struct rbln_allocator *a, struct rbln_block *G,
+			       struct rbln_block **t)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		if (i != 1)
+			rbln_allocator_free(a, t[i], 0, 0);
+	rbln_allocator_free(a, G, 0, 0);
+}
+
 TEST(queue_rule)
 {
 	struct rbln_block *A, *G, *t[4];
 	struct rbln_allocator *a;
 	struct mock m;
 	uint64_t seg;
-	int i;
 
 	mock_init(&m, 1ull << 30);
 	a = rbln_allocator_create(&mock_ops, &m);
@@ -999,36 +1041,11 @@ TEST(queue_rule)
 	G = alloc_ok(_metadata, a, 4096, 1);	/* keeps A's hole apart from the tail */
 	ASSERT_TRUE(A && G);
 	seg = rbln_block_va(A);
-	mock_submit(&m, 5);
-	rbln_allocator_free(a, A, 5, 1);
-
-	/* queue 2 must not get A while point 5 runs */
-	t[0] = alloc_ok(_metadata, a, 4096, 2);
-	ASSERT_NE(NULL, t[0]);
+	queue_rule_sequence(_metadata, a, &m, A, t);
+	/* the shared pool's placement: past G, then the exact hole */
 	EXPECT_EQ(seg + 8192, rbln_block_va(t[0]));
-	/* queue 1 gets it at once: its work runs after point 5 */
-	t[1] = alloc_ok(_metadata, a, 4096, 1);
-	ASSERT_NE(NULL, t[1]);
-	EXPECT_EQ(seg, rbln_block_va(t[1]));
-
-	/* freed again unused, the memory is still point 5's */
-	rbln_allocator_free(a, t[1], 0, 0);
-	t[2] = alloc_ok(_metadata, a, 4096, 2);
-	ASSERT_NE(NULL, t[2]);
 	EXPECT_EQ(seg + 12288, rbln_block_va(t[2]));
-
-	/* point 5 done: queue 2 may reuse it (best fit: the exact hole) */
-	mock_complete(&m, 5);
-	t[3] = alloc_ok(_metadata, a, 4096, 2);
-	ASSERT_NE(NULL, t[3]);
-	EXPECT_EQ(seg, rbln_block_va(t[3]));
-	EXPECT_EQ(1, m.alloc_ok);
-	EXPECT_EQ(0, m.sync_calls);
-
-	for (i = 0; i < 4; i++)
-		if (i != 1)
-			rbln_allocator_free(a, t[i], 0, 0);
-	rbln_allocator_free(a, G, 0, 0);
+	queue_rule_release(a, G, t);
 	get_stats(_metadata, a);
 	rbln_allocator_destroy(a);
 	EXPECT_EQ(0, m.live);
@@ -1724,8 +1741,6 @@ TEST(thread_cache_queue_rule)
 	struct rbln_block *G, *A, *t[4];
 	struct rbln_allocator *a;
 	struct mock m;
-	uint64_t va;
-	int i;
 
 	mock_init(&m, 1ull << 30);
 	a = create_conf_ok(_metadata, &m, "");
@@ -1734,31 +1749,9 @@ TEST(thread_cache_queue_rule)
 	share(a);
 	A = alloc_ok(_metadata, a, 4096, 1);
 	ASSERT_TRUE(G && A);
-	va = rbln_block_va(A);
-	mock_submit(&m, 5);
-	rbln_allocator_free(a, A, 5, 1);	/* into this thread's cache, pending on queue 1 */
-
-	t[0] = alloc_ok(_metadata, a, 4096, 2);
-	ASSERT_NE(NULL, t[0]);
-	EXPECT_NE(va, rbln_block_va(t[0]));
-	t[1] = alloc_ok(_metadata, a, 4096, 1);	/* queue 1 runs after point 5 */
-	ASSERT_NE(NULL, t[1]);
-	EXPECT_EQ(va, rbln_block_va(t[1]));
-	rbln_allocator_free(a, t[1], 0, 0);	/* unused: still point 5's */
-	t[2] = alloc_ok(_metadata, a, 4096, 2);
-	ASSERT_NE(NULL, t[2]);
-	EXPECT_NE(va, rbln_block_va(t[2]));
-	mock_complete(&m, 5);
-	t[3] = alloc_ok(_metadata, a, 4096, 2);
-	ASSERT_NE(NULL, t[3]);
-	EXPECT_EQ(va, rbln_block_va(t[3]));
-	EXPECT_EQ(1, m.alloc_ok);
-	EXPECT_EQ(0, m.sync_calls);
-
-	for (i = 0; i < 4; i++)
-		if (i != 1)
-			rbln_allocator_free(a, t[i], 0, 0);
-	rbln_allocator_free(a, G, 0, 0);
+	/* A goes into this thread's cache, pending on queue 1. */
+	queue_rule_sequence(_metadata, a, &m, A, t);
+	queue_rule_release(a, G, t);
 	rbln_allocator_empty_cache(a);
 	EXPECT_EQ(0, m.live);
 	rbln_allocator_destroy(a);
