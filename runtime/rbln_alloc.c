@@ -44,25 +44,30 @@
  * a chunk at a time, not from malloc per split.
  *
  * Thread caches.  Once a second thread uses an allocator, each thread keeps
- * a bounded cache of the small blocks it freed (struct tcache), per exact
- * size: an allocation of that size on an eligible queue takes one back
- * under the thread's own lock only, so that threads stop queueing on the
- * allocator's mutex (and stop waiting for a holder the scheduler has
- * preempted).  A single thread keeps PyTorch's exact placement: with one
+ * a bounded cache of the small blocks it freed (struct tcache), binned by
+ * size: an allocation on an eligible queue takes back the smallest cached
+ * block that fits and is at most half as big again (TC_BAND), under the
+ * thread's own lock only, so that threads stop queueing on the allocator's
+ * mutex (and stop waiting for a holder the scheduler has preempted).  A
+ * single thread keeps PyTorch's exact placement: with one
  * thread, there is no cache between it and the pools.  Cached blocks stay
  * allocated as far as the pools are concerned (nobody coalesces into them)
  * and carry their pending state, so the queue rule holds for them as for
  * the pools.  The allocator takes every thread's cached blocks back into
  * the pools before it reserves a new segment (thread caches never make
  * reserved grow), in empty_cache and the OOM ladder, and a thread's when it
- * exits or its cache overflows.
+ * exits or its cache overflows; when the pools cannot serve a request, the
+ * older half of every cache first, then the rest.
  *
  * Locking.  One mutex per allocator guards the pools, the segments and the
  * list of thread caches.  A thread cache has its own mutex, which its
  * thread takes alone on its fast path; others take it only while holding
  * the allocator's (lock order: tc_registry, allocator, thread caches in
  * list order), so a thread never holds its cache's mutex while waiting for
- * the allocator's.  The provider's alloc and free are called under the
+ * the allocator's.  The allocator's mutex spins briefly before it sleeps
+ * (it is held for short stretches, by threads on other CPUs).  Block
+ * records and caches have cache lines of their own.  The provider's alloc
+ * and free are called under the
  * allocator's mutex (they are quick ioctls, and PyTorch likewise holds its
  * mutex around cudaMalloc); point_done is called with or without it, from
  * any thread.  synchronize, which can wait for a long time, is never called
@@ -71,8 +76,18 @@
  * meanwhile.
  *
  * Statistics.  allocated, active and cached change on the thread caches'
- * fast paths as well, so their current values and peaks are atomics;
- * totals and the counters that only change under a mutex are plain, a
+ * fast paths as well.  Their current value is base (changed under the
+ * allocator's mutex) plus every cache's share cur (changed under the
+ * cache's mutex), so that threads share no counter.  Peaks stay exact
+ * without a global order on every operation: each cache has an allowance,
+ * and base + the sum of allowances <= peak, so no current value can pass
+ * its peak unseen.  A cache whose share would rise past its allowance
+ * redoes the operation with every mutex held, folds the exact sum into the
+ * peak and shares the headroom left below the peaks out again, evenly
+ * (peaks_fold_locked()); so does an operation under the allocator's mutex
+ * that raises base too far.  Between peaks, a thread goes to other
+ * threads' locks only when it has used up its share of the headroom.
+ * Totals and the counters that only change under a mutex are plain, a
  * thread cache's totals kept in the cache and folded in on reading.  An
  * operation applies its net change once, at its end, so a peak is the
  * maximum over states between operations (a fresh segment does not flash
@@ -85,6 +100,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -114,8 +130,15 @@
 #define TC_CLASSES		(TC_MAX_SIZE / MIN_BLOCK_SIZE)
 #define TC_MAX_BYTES		SMALL_BUFFER
 #define TC_DEFAULT_BLOCKS	64
+/*
+ * A cached block serves requests down to 2/3 of its size (the smallest
+ * fitting one first): a bigger block now costs less than queueing for the
+ * allocator's mutex with another thread.
+ */
+#define TC_BAND(size)		(((size) / 2) & ~(MIN_BLOCK_SIZE - 1))
 
 #define BLOCKS_PER_CHUNK	64
+#define CACHE_LINE		64
 
 enum pool_id { POOL_SMALL, POOL_LARGE, POOL_COUNT };
 
@@ -142,8 +165,12 @@ struct rbln_segment {
 	struct rbln_segment *prev, *next;
 };
 
+/*
+ * A cache line or two of its own: records of different threads' blocks
+ * sharing a line cost thread caches half their speed (false sharing).
+ */
 struct rbln_block {
-	struct rbln_segment *seg;
+	alignas(CACHE_LINE) struct rbln_segment *seg;
 	struct rbln_block *prev, *next;	/* neighbours in the segment, by address */
 	uint64_t va, size;		/* size: rounded / whole block */
 	uint64_t requested;		/* bytes the caller asked for, while allocated */
@@ -171,29 +198,28 @@ struct alloc_conf {
 	unsigned int thread_cache;	/* blocks per thread cache; 0: no thread caches */
 };
 
-/* A current value and its peak, changed from thread caches without the allocator's mutex. */
-struct astat {
-	_Atomic int64_t current, peak;
-};
+/* The statistics thread caches change too (see Statistics). */
+enum { S_ALLOCATED, S_ACTIVE, S_CACHED, S_SHARED };
 
-enum { S_ALLOCATED, S_ACTIVE, S_CACHED, S_ATOMIC };
-
-/* Totals of the atomic stats: total_allocated, total_freed. */
+/* Their totals: total_allocated, total_freed. */
 struct totals {
-	int64_t in[S_ATOMIC], out[S_ATOMIC];
+	int64_t in[S_SHARED], out[S_SHARED];
 };
 
-/* One thread's cache of freed small blocks for one allocator. */
+/* One thread's cache of freed small blocks for one allocator; lines of its own. */
 struct tcache {
-	pthread_mutex_t lock;		/* the fields below; see Locking */
+	alignas(CACHE_LINE) pthread_mutex_t lock;	/* the fields below; see Locking */
 	_Atomic(struct rbln_allocator *) a;	/* NULL once the allocator is destroyed */
 	struct tcache *prev, *next;	/* the allocator's list, under its mutex */
 	struct tcache *tnext;		/* the owning thread's list */
 	struct rbln_block *newest, *oldest;	/* age list through left (older) and right (newer) */
 	struct rbln_block *bin[TC_CLASSES];	/* by size, newest first, through tc_next/tc_prev */
+	uint64_t bin_bits[TC_CLASSES / 64];	/* non-empty bins */
 	unsigned int count;
 	uint64_t bytes;
 	struct totals totals;
+	int64_t cur[S_SHARED];		/* this thread's share of each current value */
+	int64_t allow[S_SHARED];	/* how far cur may rise without the allocator's mutex */
 };
 
 struct block_chunk {
@@ -225,7 +251,9 @@ struct rbln_allocator {
 	atomic_bool shared;
 	struct tcache *tcaches;
 
-	struct astat astats[S_ATOMIC];
+	int64_t base[S_SHARED];		/* current values, but for the thread caches' shares */
+	int64_t peak[S_SHARED];
+	int64_t allow_sum[S_SHARED];	/* of the thread caches' allow */
 	struct totals totals;		/* of the mutex-protected paths */
 	struct rbln_stat reserved;
 	int64_t num_alloc_retries, num_ooms, num_device_alloc, num_device_free;
@@ -235,56 +263,118 @@ struct rbln_allocator {
 
 /* Net change of one operation. */
 struct delta {
-	int64_t d[S_ATOMIC];
+	int64_t d[S_SHARED];
 };
 
-/*
- * @alone: no thread cache exists, the caller holds the allocator's mutex,
- * nobody else changes the stat: a plain read-modify-write does (lock-prefixed
- * ones cost a third of a cached pair's time on one thread).
- */
-static void astat_apply(struct astat *s, int64_t d, struct totals *t, int i, bool alone)
-{
-	int64_t cur, peak;
+static void tc_lock_all(struct rbln_allocator *a);
+static void tc_unlock_all(struct rbln_allocator *a);
+static struct tcache *tc_find(struct rbln_allocator *a);
 
-	if (!d)
-		return;
-	if (alone) {
-		cur = atomic_load_explicit(&s->current, memory_order_relaxed) + d;
-		atomic_store_explicit(&s->current, cur, memory_order_relaxed);
-	} else {
-		cur = atomic_fetch_add_explicit(&s->current, d, memory_order_relaxed) + d;
-	}
-	if (d < 0) {
-		t->out[i] -= d;
-		return;
-	}
-	t->in[i] += d;
-	peak = atomic_load_explicit(&s->peak, memory_order_relaxed);
-	if (cur <= peak)
-		return;
-	if (alone)
-		atomic_store_explicit(&s->peak, cur, memory_order_relaxed);
-	else
-		while (cur > peak &&
-		       !atomic_compare_exchange_weak_explicit(&s->peak, &peak, cur,
-							      memory_order_relaxed,
-							      memory_order_relaxed))
-			;
+/* Current value of stat @i; the allocator's mutex and every thread cache's held. */
+static int64_t stat_current(struct rbln_allocator *a, int i)
+{
+	int64_t v = a->base[i];
+	struct tcache *tc;
+
+	for (tc = a->tcaches; tc; tc = tc->next)
+		v += tc->cur[i];
+	return v;
 }
 
 /*
- * Applies an operation's net change; with the allocator's mutex or a thread
- * cache's held.  Thread caches exist only once the allocator is shared,
- * which changes only under the allocator's mutex.
+ * Folds the current values into the peaks, then shares the headroom below
+ * the peaks out among the thread caches as their allowances (all of it with
+ * @spread, none without).  The allocator's mutex and every thread cache's
+ * held.
  */
-static void delta_apply(struct rbln_allocator *a, const struct delta *d, struct totals *t)
+static void peaks_fold_locked(struct rbln_allocator *a, bool spread)
 {
-	bool alone = !atomic_load_explicit(&a->shared, memory_order_relaxed);
+	struct tcache *tc;
+	int64_t n = 0;
 	int i;
 
-	for (i = 0; i < S_ATOMIC; i++)
-		astat_apply(&a->astats[i], d->d[i], t, i, alone);
+	for (tc = a->tcaches; tc; tc = tc->next)
+		n++;
+	for (i = 0; i < S_SHARED; i++) {
+		int64_t cur = stat_current(a, i), share;
+
+		if (cur > a->peak[i])
+			a->peak[i] = cur;
+		share = spread && n ? (a->peak[i] - cur) / n : 0;
+		a->allow_sum[i] = 0;
+		for (tc = a->tcaches; tc; tc = tc->next) {
+			tc->allow[i] = tc->cur[i] + share;
+			a->allow_sum[i] += tc->allow[i];
+		}
+	}
+}
+
+/* The allocator's mutex held: takes every thread cache's to fold the peaks and share out headroom. */
+static void peaks_refold(struct rbln_allocator *a)
+{
+	tc_lock_all(a);
+	peaks_fold_locked(a, true);
+	tc_unlock_all(a);
+}
+
+/*
+ * Applies a thread cache operation's net change to @tc's share, its lock
+ * held: false, and nothing changed, if a value would rise past its
+ * allowance, unless @exact (every lock held: the caller folds the peaks).
+ */
+static bool tc_delta_apply(struct tcache *tc, const struct delta *d, bool exact)
+{
+	int i;
+
+	for (i = 0; i < S_SHARED && !exact; i++)
+		if (d->d[i] > 0 && tc->cur[i] + d->d[i] > tc->allow[i])
+			return false;
+	for (i = 0; i < S_SHARED; i++) {
+		tc->cur[i] += d->d[i];
+		if (d->d[i] < 0)
+			tc->totals.out[i] -= d->d[i];
+		else
+			tc->totals.in[i] += d->d[i];
+	}
+	return true;
+}
+
+/*
+ * Applies an operation's net change at its end, the allocator's mutex
+ * held: to the calling thread's share if it has a cache and the allowance
+ * suffices, else to base.  base + allow_sum <= peak holds between
+ * operations, so a current value can only pass its peak when base grows
+ * past that or a cache's allowance runs short: then the exact values are
+ * folded in.
+ */
+static void delta_apply(struct rbln_allocator *a, const struct delta *d)
+{
+	struct tcache *tc = a->tcaches ? tc_find(a) : NULL;
+	bool over = false;
+	int i;
+
+	if (tc) {
+		bool taken;
+
+		pthread_mutex_lock(&tc->lock);
+		taken = tc_delta_apply(tc, d, false);
+		pthread_mutex_unlock(&tc->lock);
+		if (taken)
+			return;
+	}
+	for (i = 0; i < S_SHARED; i++) {
+		int64_t v = d->d[i];
+
+		a->base[i] += v;
+		if (v < 0) {
+			a->totals.out[i] -= v;
+		} else if (v) {
+			a->totals.in[i] += v;
+			over |= a->base[i] + a->allow_sum[i] > a->peak[i];
+		}
+	}
+	if (over)
+		peaks_refold(a);
 }
 
 /* At the end of an operation under the allocator's mutex. */
@@ -428,7 +518,7 @@ static struct rbln_block *block_new(struct rbln_allocator *a)
 	struct rbln_block *b = a->spare;
 
 	if (!b) {
-		struct block_chunk *c = malloc(sizeof(*c));
+		struct block_chunk *c = aligned_alloc(CACHE_LINE, sizeof(*c));
 		int i;
 
 		if (!c)
@@ -838,10 +928,12 @@ static struct tcache *tc_find(struct rbln_allocator *a)
 
 static void tc_bin_unlink(struct tcache *tc, struct rbln_block *b)
 {
+	size_t c = size_class(b->size);
+
 	if (b->tc_prev)
 		b->tc_prev->tc_next = b->tc_next;
-	else
-		tc->bin[size_class(b->size)] = b->tc_next;
+	else if (!(tc->bin[c] = b->tc_next))
+		tc->bin_bits[c / 64] &= ~(1ull << (c % 64));
 	if (b->tc_next)
 		b->tc_next->tc_prev = b->tc_prev;
 }
@@ -865,8 +957,10 @@ static void tc_unlink(struct tcache *tc, struct rbln_block *b)
 
 static void tc_push(struct tcache *tc, struct rbln_block *b)
 {
-	struct rbln_block **bin = &tc->bin[size_class(b->size)];
+	size_t c = size_class(b->size);
+	struct rbln_block **bin = &tc->bin[c];
 
+	tc->bin_bits[c / 64] |= 1ull << (c % 64);
 	b->tc_prev = NULL;
 	b->tc_next = *bin;
 	if (*bin)
@@ -912,8 +1006,11 @@ static void tc_return(struct rbln_allocator *a, struct rbln_block *list)
 	}
 }
 
-/* Takes every thread's cached blocks back into the pools; the allocator's mutex held. */
-static bool tc_reclaim_all(struct rbln_allocator *a)
+/*
+ * Takes the older half of every thread's cached blocks back into the
+ * pools, or with @all every block; the allocator's mutex held.
+ */
+static bool tc_reclaim(struct rbln_allocator *a, bool all)
 {
 	struct tcache *tc;
 	bool any = false;
@@ -922,7 +1019,7 @@ static bool tc_reclaim_all(struct rbln_allocator *a)
 		struct rbln_block *list;
 
 		pthread_mutex_lock(&tc->lock);
-		list = tc_take_oldest(tc, 0, 0);
+		list = tc_take_oldest(tc, all ? 0 : tc->count / 2, all ? 0 : tc->bytes / 2);
 		pthread_mutex_unlock(&tc->lock);
 		any |= list != NULL;
 		tc_return(a, list);
@@ -969,9 +1066,11 @@ static void tc_thread_exit(void *arg)
 				tc->next->prev = tc->prev;
 			pthread_mutex_lock(&tc->lock);
 			list = tc_take_oldest(tc, 0, 0);
-			for (i = 0; i < S_ATOMIC; i++) {
+			for (i = 0; i < S_SHARED; i++) {
 				a->totals.in[i] += tc->totals.in[i];
 				a->totals.out[i] += tc->totals.out[i];
+				a->base[i] += tc->cur[i];
+				a->allow_sum[i] -= tc->allow[i];
 			}
 			pthread_mutex_unlock(&tc->lock);
 			tc_return(a, list);
@@ -1024,9 +1123,10 @@ static struct tcache *tc_get_locked(struct rbln_allocator *a)
 	pthread_once(&tc_key_once, tc_key_create);
 	if (!tc_key_ok)
 		return NULL;
-	tc = calloc(1, sizeof(*tc));
+	tc = aligned_alloc(CACHE_LINE, sizeof(*tc));
 	if (!tc)
 		return NULL;
+	memset(tc, 0, sizeof(*tc));
 	if (pthread_mutex_init(&tc->lock, NULL)) {
 		free(tc);
 		return NULL;
@@ -1076,68 +1176,138 @@ static bool reusable_on(const struct rbln_allocator *a, struct pstate *st, uint3
 	return !st->point;
 }
 
+/*
+ * The newest block of @tc (its lock held) reusable on @queue, of the
+ * smallest size class from @rounded's up to TC_BAND bigger; NULL if none.
+ */
+static struct rbln_block *tc_best(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded,
+				  uint32_t queue)
+{
+	size_t c = size_class(rounded), last = size_class(rounded + TC_BAND(rounded));
+	struct rbln_block *b;
+
+	if (last >= TC_CLASSES)
+		last = TC_CLASSES - 1;
+	while (c <= last) {
+		uint64_t bits = tc->bin_bits[c / 64] & (~0ull << (c % 64));
+
+		if (!bits) {
+			c = (c / 64 + 1) * 64;
+			continue;
+		}
+		c = (c / 64) * 64 + (size_t)__builtin_ctzll(bits);
+		if (c > last)
+			break;
+		for (b = tc->bin[c]; b; b = b->tc_next)
+			if (reusable_on(a, &b->st, queue))
+				return b;
+		c++;
+	}
+	return NULL;
+}
+
+/*
+ * Takes a block for @size bytes from @tc, its lock held: 0 and *out,
+ * -ENOENT if it has none, or -EAGAIN if its allowance is short.  With
+ * @exact, the caller holds every lock and folds the peaks afterwards.
+ */
+static int tc_take(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded, uint64_t size,
+		   uint32_t queue, bool exact, struct rbln_block **out)
+{
+	struct rbln_block *b = tc_best(a, tc, rounded, queue);
+	struct delta d;
+
+	if (!b)
+		return -ENOENT;
+	d = (struct delta){ { (int64_t)size, (int64_t)b->size, -(int64_t)b->size } };
+	if (!tc_delta_apply(tc, &d, exact))
+		return -EAGAIN;
+	tc_unlink(tc, b);
+	b->in_tc = false;
+	b->requested = size;
+	*out = b;
+	return 0;
+}
+
+/*
+ * Puts @b, freed after work up to @last, into @tc, its lock held: 0 (a
+ * second free is ignored, see rbln_allocator_free()), or -EAGAIN if its
+ * allowance is short.  @exact as for tc_take().
+ */
+static int tc_put(struct rbln_allocator *a, struct tcache *tc, struct rbln_block *b,
+		  struct pstate last, bool exact)
+{
+	struct delta d;
+
+	if (!b->allocated || b->in_tc)
+		return 0;
+	d = (struct delta){ { -(int64_t)b->requested, -(int64_t)b->size, (int64_t)b->size } };
+	if (!tc_delta_apply(tc, &d, exact))
+		return -EAGAIN;
+	b->st = pstate_merge(pstate_normalize(a, b->st), pstate_normalize(a, last));
+	b->in_tc = true;
+	b->requested = 0;
+	tc_push(tc, b);
+	return 0;
+}
+
 /* An allocation from this thread's cache: true and *out, or false. */
 static bool tc_alloc(struct rbln_allocator *a, uint64_t rounded, uint64_t size, uint32_t queue,
 		     struct rbln_block **out)
 {
 	struct tcache *tc = tc_find(a);
-	struct rbln_block *b;
-	struct delta d;
+	int ret;
 
 	if (!tc)
 		return false;
 	pthread_mutex_lock(&tc->lock);
-	for (b = tc->bin[size_class(rounded)]; b; b = b->tc_next)
-		if (reusable_on(a, &b->st, queue))
-			break;
-	if (!b) {
-		pthread_mutex_unlock(&tc->lock);
-		return false;
-	}
-	tc_unlink(tc, b);
-	b->in_tc = false;
-	b->requested = size;
-	d = (struct delta){ { (int64_t)size, (int64_t)b->size, -(int64_t)b->size } };
-	delta_apply(a, &d, &tc->totals);
+	ret = tc_take(a, tc, rounded, size, queue, false, out);
 	pthread_mutex_unlock(&tc->lock);
-	*out = b;
-	return true;
+	if (ret != -EAGAIN)
+		return !ret;
+	/* past its allowance: again with every lock, to fold the peaks exactly */
+	pthread_mutex_lock(&a->lock);
+	tc_lock_all(a);
+	ret = tc_take(a, tc, rounded, size, queue, true, out);
+	if (!ret)
+		peaks_fold_locked(a, true);
+	tc_unlock_all(a);
+	pthread_mutex_unlock(&a->lock);
+	return !ret;
 }
 
-/*
- * A free into this thread's cache: false when @b is not for it (the caller
- * frees it to its pool).
- */
+/* A free into this thread's cache: false when @b is not for it (the caller frees it to its pool). */
 static bool tc_free(struct rbln_allocator *a, struct rbln_block *b, struct pstate last)
 {
+	struct rbln_block *list = NULL;
 	struct tcache *tc;
-	struct rbln_block *list;
-	struct delta d;
+	bool locked = false;
 
 	if (b->seg->pool != POOL_SMALL || b->size > TC_MAX_SIZE || !(tc = tc_find(a)))
 		return false;
 	pthread_mutex_lock(&tc->lock);
-	/* see rbln_allocator_free(): a second free is ignored */
-	if (!b->allocated || b->in_tc) {
+	if (tc_put(a, tc, b, last, false)) {
+		/* past its allowance: again with every lock, to fold the peaks exactly */
 		pthread_mutex_unlock(&tc->lock);
-		return true;
+		pthread_mutex_lock(&a->lock);
+		tc_lock_all(a);
+		tc_put(a, tc, b, last, true);
+		peaks_fold_locked(a, true);
+		locked = true;
 	}
-	b->st = pstate_merge(pstate_normalize(a, b->st), pstate_normalize(a, last));
-	b->in_tc = true;
-	d = (struct delta){ { -(int64_t)b->requested, -(int64_t)b->size, (int64_t)b->size } };
-	b->requested = 0;
-	delta_apply(a, &d, &tc->totals);
-	tc_push(tc, b);
-	list = NULL;
 	/* full: the older half goes back, in one trip to the pools */
 	if (tc->count > a->conf.thread_cache || tc->bytes > TC_MAX_BYTES)
 		list = tc_take_oldest(tc, a->conf.thread_cache / 2, TC_MAX_BYTES / 2);
-	pthread_mutex_unlock(&tc->lock);
-	if (list) {
+	if (locked) {
+		tc_unlock_all(a);
+	} else {
+		pthread_mutex_unlock(&tc->lock);
+		if (!list)
+			return true;
 		pthread_mutex_lock(&a->lock);
-		tc_return(a, list);
-		pthread_mutex_unlock(&a->lock);
 	}
+	tc_return(a, list);
+	pthread_mutex_unlock(&a->lock);
 	return true;
 }
 
@@ -1369,8 +1539,18 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 		b = find_free(a, pool, rounded, queue);
 		if (b)
 			break;
-		/* memory in thread caches is used before the device's */
-		if (tc_reclaim_all(a)) {
+		/*
+		 * Memory in thread caches is used before the device's: the
+		 * older half of each first, as emptying them would send their
+		 * threads here for their next allocations.
+		 */
+		if (tc_reclaim(a, false)) {
+			process_pending(a);
+			b = find_free(a, pool, rounded, queue);
+			if (b)
+				break;
+		}
+		if (tc_reclaim(a, true)) {
 			process_pending(a);
 			b = find_free(a, pool, rounded, queue);
 			if (b)
@@ -1390,11 +1570,11 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 			int64_t allocated;
 
 			a->num_ooms++;
-			delta_apply(a, &d, &a->totals);
+			delta_apply(a, &d);
 			d = (struct delta){ { 0 } };
 			/* consistent figures: no thread cache changes them meanwhile */
 			tc_lock_all(a);
-			allocated = atomic_load(&a->astats[S_ALLOCATED].current);
+			allocated = stat_current(a, S_ALLOCATED);
 			tc_unlock_all(a);
 			set_msg(msg, msglen, "out of device memory: tried to allocate %.2f MiB; "
 				"the device has %.2f MiB in use by this process "
@@ -1411,7 +1591,7 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 		 * now) and, failing that, release the cache and retry once.
 		 */
 		a->num_alloc_retries++;
-		delta_apply(a, &d, &a->totals);
+		delta_apply(a, &d);
 		d = (struct delta){ { 0 } };
 		pthread_mutex_unlock(&a->lock);
 		/*
@@ -1425,7 +1605,7 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 	*out = b;
 	ret = 0;
 out:
-	delta_apply(a, &d, &a->totals);
+	delta_apply(a, &d);
 	fold_reserved_peak(a);
 	pthread_mutex_unlock(&a->lock);
 	return ret;
@@ -1454,7 +1634,7 @@ void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_
 		return;
 	}
 	if (tc_enabled(a) && b->seg->pool == POOL_SMALL && b->size <= TC_MAX_SIZE &&
-	    tc_get_locked(a)) {
+	    !tc_find(a) && tc_get_locked(a)) {
 		/* this thread's first free since caching started: its cache exists now */
 		pthread_mutex_unlock(&a->lock);
 		if (tc_free(a, b, last))
@@ -1464,7 +1644,7 @@ void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_
 	st = pstate_merge(pstate_normalize(a, b->st), pstate_normalize(a, last));
 	d = (struct delta){ { -(int64_t)b->requested, -(int64_t)b->size, (int64_t)b->size } };
 	pool_put(a, b, st);
-	delta_apply(a, &d, &a->totals);
+	delta_apply(a, &d);
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -1496,17 +1676,17 @@ void rbln_allocator_empty_cache(struct rbln_allocator *a)
 	if (!a)
 		return;
 	pthread_mutex_lock(&a->lock);
-	tc_reclaim_all(a);
+	tc_reclaim(a, true);
 	process_pending(a);
 	if (count_pending_unsplit(a)) {
 		pthread_mutex_unlock(&a->lock);
 		a->ops.synchronize(a->ctx);
 		pthread_mutex_lock(&a->lock);
-		tc_reclaim_all(a);
+		tc_reclaim(a, true);
 		process_pending(a);
 	}
 	release_cached(a, &d);
-	delta_apply(a, &d, &a->totals);
+	delta_apply(a, &d);
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -1515,9 +1695,10 @@ void rbln_allocator_empty_cache(struct rbln_allocator *a)
 struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops *ops, void *ctx,
 						  const char *conf, char *msg, size_t msglen)
 {
+	pthread_mutexattr_t attr;
 	struct rbln_allocator *a;
 	struct alloc_conf c;
-	int i;
+	int ret;
 
 	if (msg && msglen)
 		msg[0] = '\0';
@@ -1533,7 +1714,19 @@ struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops 
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
-	if (pthread_mutex_init(&a->lock, NULL)) {
+	/*
+	 * Held briefly but by threads on other CPUs: spinning a little before
+	 * sleeping saves a futex wait and wake (microseconds) per collision.
+	 */
+	if (pthread_mutexattr_init(&attr)) {
+		free(a);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+	ret = pthread_mutex_init(&a->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	if (ret) {
 		free(a);
 		errno = ENOMEM;
 		return NULL;
@@ -1543,10 +1736,6 @@ struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops 
 	a->conf = c;
 	a->prio_state = (uint64_t)(uintptr_t)a;
 	atomic_init(&a->shared, false);
-	for (i = 0; i < S_ATOMIC; i++) {
-		atomic_init(&a->astats[i].current, 0);
-		atomic_init(&a->astats[i].peak, 0);
-	}
 	/* a destroyed allocator's caches of this thread: a new one may get its address */
 	tc_prune();
 	return a;
@@ -1599,12 +1788,13 @@ void rbln_allocator_destroy(struct rbln_allocator *a)
 	free(a);
 }
 
-static void stat_out(struct rbln_stat *o, const struct astat *s, int64_t in, int64_t out)
+/* The allocator's mutex and every thread cache's held. */
+static void stat_out(struct rbln_allocator *a, struct rbln_stat *o, int i, const struct totals *t)
 {
-	o->current = atomic_load_explicit(&s->current, memory_order_relaxed);
-	o->peak = atomic_load_explicit(&s->peak, memory_order_relaxed);
-	o->total_allocated = in;
-	o->total_freed = out;
+	o->current = stat_current(a, i);
+	o->peak = a->peak[i];
+	o->total_allocated = t->in[i];
+	o->total_freed = t->out[i];
 }
 
 void rbln_allocator_stats(struct rbln_allocator *a, struct rbln_allocator_stats *out)
@@ -1617,14 +1807,14 @@ void rbln_allocator_stats(struct rbln_allocator *a, struct rbln_allocator_stats 
 	tc_lock_all(a);
 	t = a->totals;
 	for (tc = a->tcaches; tc; tc = tc->next) {
-		for (i = 0; i < S_ATOMIC; i++) {
+		for (i = 0; i < S_SHARED; i++) {
 			t.in[i] += tc->totals.in[i];
 			t.out[i] += tc->totals.out[i];
 		}
 	}
-	stat_out(&out->allocated, &a->astats[S_ALLOCATED], t.in[S_ALLOCATED], t.out[S_ALLOCATED]);
-	stat_out(&out->active, &a->astats[S_ACTIVE], t.in[S_ACTIVE], t.out[S_ACTIVE]);
-	stat_out(&out->cached, &a->astats[S_CACHED], t.in[S_CACHED], t.out[S_CACHED]);
+	stat_out(a, &out->allocated, S_ALLOCATED, &t);
+	stat_out(a, &out->active, S_ACTIVE, &t);
+	stat_out(a, &out->cached, S_CACHED, &t);
 	out->reserved = a->reserved;
 	out->num_alloc_retries = a->num_alloc_retries;
 	out->num_ooms = a->num_ooms;
@@ -1640,11 +1830,9 @@ void rbln_allocator_reset_peak(struct rbln_allocator *a)
 
 	pthread_mutex_lock(&a->lock);
 	tc_lock_all(a);
-	for (i = 0; i < S_ATOMIC; i++)
-		atomic_store_explicit(&a->astats[i].peak,
-				      atomic_load_explicit(&a->astats[i].current,
-							   memory_order_relaxed),
-				      memory_order_relaxed);
+	for (i = 0; i < S_SHARED; i++)
+		a->peak[i] = stat_current(a, i);
+	peaks_fold_locked(a, false);	/* no headroom left to share */
 	a->reserved.peak = a->reserved.current;
 	tc_unlock_all(a);
 	pthread_mutex_unlock(&a->lock);

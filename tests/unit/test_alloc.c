@@ -1853,6 +1853,135 @@ TEST(thread_cache_double_free)
 	mock_fini(&m);
 }
 
+static uint32_t xorshift(uint32_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 17;
+	*s ^= *s << 5;
+	return *s;
+}
+
+/*
+ * Two threads take turns, one operation each, on one allocator: through
+ * their caches, past their stat allowances, and through the pools.  With
+ * one operation at a time, every current value and peak is known exactly:
+ * a peak missed while a cache's allowance hid it would show.
+ */
+enum { LOCKSTEP_STEPS = 3000, LOCKSTEP_LIVE = 24 };
+
+struct lockstep {
+	struct __test_metadata *md;
+	struct rbln_allocator *a;
+	pthread_mutex_t lock;
+	pthread_cond_t turn_cv;
+	int turn, step;
+	uint32_t rng;
+	struct rbln_block *live[2][LOCKSTEP_LIVE];
+	uint64_t req[2][LOCKSTEP_LIVE];
+	int64_t allocated, active, peak_allocated, peak_active, peak_cached;
+};
+
+static void lockstep_check(struct lockstep *ls)
+{
+	struct __test_metadata *_metadata = ls->md;
+	struct rbln_allocator_stats st = get_stats(_metadata, ls->a);
+	int64_t cached = st.reserved.current - st.active.current;
+
+	if (cached > ls->peak_cached)
+		ls->peak_cached = cached;
+	EXPECT_CUR_PEAK(st.allocated, ls->allocated, ls->peak_allocated);
+	EXPECT_CUR_PEAK(st.active, ls->active, ls->peak_active);
+	EXPECT_CUR_PEAK(st.cached, cached, ls->peak_cached);
+}
+
+/* One operation of thread @id: an allocation, or a free of its own block or the other's. */
+static void lockstep_op(struct lockstep *ls, int id)
+{
+	struct __test_metadata *_metadata = ls->md;
+	uint32_t r = xorshift(&ls->rng);
+	int owner = (r & 3) == 0 ? !id : id, slot = (int)((r >> 2) % LOCKSTEP_LIVE);
+	struct rbln_block *b = ls->live[owner][slot];
+
+	if (b) {
+		ls->allocated -= (int64_t)ls->req[owner][slot];
+		ls->active -= (int64_t)rbln_block_size(b);
+		rbln_allocator_free(ls->a, b, 0, 0);
+		ls->live[owner][slot] = NULL;
+		return;
+	}
+	/* mostly what the caches take, sometimes the small pool's biggest sizes */
+	ls->req[owner][slot] = (r >> 8) % 16 ? 1 + (r >> 12) % (64 * KiB) : 512 * KiB + (r >> 12) % MiB / 2;
+	b = alloc_ok(_metadata, ls->a, ls->req[owner][slot], 0);
+	ASSERT_NE(NULL, b);
+	ls->live[owner][slot] = b;
+	ls->allocated += (int64_t)ls->req[owner][slot];
+	ls->active += (int64_t)rbln_block_size(b);
+	if (ls->allocated > ls->peak_allocated)
+		ls->peak_allocated = ls->allocated;
+	if (ls->active > ls->peak_active)
+		ls->peak_active = ls->active;
+}
+
+static void lockstep_run(struct lockstep *ls, int id)
+{
+	pthread_mutex_lock(&ls->lock);
+	for (;;) {
+		while (ls->turn != id && ls->step < LOCKSTEP_STEPS)
+			pthread_cond_wait(&ls->turn_cv, &ls->lock);
+		if (ls->step >= LOCKSTEP_STEPS)
+			break;
+		lockstep_op(ls, id);
+		lockstep_check(ls);
+		if (++ls->step == LOCKSTEP_STEPS / 2) {
+			/* peaks down to the current values: every allowance is revoked */
+			rbln_allocator_reset_peak(ls->a);
+			ls->peak_allocated = ls->allocated;
+			ls->peak_active = ls->active;
+			ls->peak_cached = 0;
+			lockstep_check(ls);
+		}
+		ls->turn = !id;
+		pthread_cond_broadcast(&ls->turn_cv);
+	}
+	pthread_mutex_unlock(&ls->lock);
+}
+
+static void *lockstep_thread(void *p)
+{
+	lockstep_run(p, 1);
+	return NULL;
+}
+
+TEST(thread_cache_peaks_exact)
+{
+	struct lockstep ls = { .md = _metadata, .rng = 2463534242u };
+	struct rbln_allocator_stats st;
+	pthread_t th;
+	struct mock m;
+	int i, j;
+
+	mock_init(&m, 1ull << 30);
+	ls.a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, ls.a);
+	pthread_mutex_init(&ls.lock, NULL);
+	pthread_cond_init(&ls.turn_cv, NULL);
+	ASSERT_EQ(0, pthread_create(&th, NULL, lockstep_thread, &ls));
+	lockstep_run(&ls, 0);
+	pthread_join(th, NULL);
+	for (i = 0; i < 2; i++)
+		for (j = 0; j < LOCKSTEP_LIVE; j++)
+			rbln_allocator_free(ls.a, ls.live[i][j], 0, 0);
+	st = get_stats(_metadata, ls.a);
+	EXPECT_EQ(0, st.allocated.current);
+	EXPECT_EQ(0, st.active.current);
+	EXPECT_LT(1, st.num_device_alloc);	/* the pools took part, not only the caches */
+	rbln_allocator_destroy(ls.a);
+	EXPECT_EQ(0, m.live);
+	pthread_cond_destroy(&ls.turn_cv);
+	pthread_mutex_destroy(&ls.lock);
+	mock_fini(&m);
+}
+
 /* ---- multi-threaded hammer ------------------------------------------- */
 
 enum { HAMMER_THREADS = 4, HAMMER_OPS = 10000, HAMMER_LIVE = 16, HAMMER_PENDING = 4096 };
@@ -1930,14 +2059,6 @@ static void book_free(struct hammer *h, uint64_t va, uint64_t point, uint32_t qu
 			h->pending[h->npending++] = (struct range){ va, size, point, queue };
 	}
 	pthread_mutex_unlock(&h->lock);
-}
-
-static uint32_t xorshift(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
 }
 
 static bool stats_sane(const struct rbln_allocator_stats *s)
