@@ -29,8 +29,13 @@ struct rbln_host_buf {
 	void *cpu;
 	uint64_t size;
 	uint64_t point;			/* last job using it; 0: none */
-	struct rbln_host_buf *next;	/* in the device's deferred list */
+	bool staging;			/* one of the device's staging buffers */
+	struct rbln_host_buf *next;	/* in the device's deferred list or staging pool */
 };
+
+/* Staging buffers for copies between host and device memory: this size, so many kept idle. */
+#define RBLN_STAGING_CHUNK	(2u << 20)
+#define RBLN_STAGING_POOL	2
 
 /*
  * A non-blocking device-to-host copy, finished by rbln_synchronize():
@@ -70,6 +75,9 @@ struct rbln_dev {
 	uint64_t failed_seen;		/* RBLN_PARAM_FAILED_JOBS last reported (atomic) */
 	struct rbln_cmd_ring *ring;	/* where command buffers go */
 	struct rbln_host_buf *deferred;	/* host buffers of jobs in flight */
+	struct rbln_host_buf *staging;	/* idle staging buffers, at most RBLN_STAGING_POOL */
+	unsigned int nstaging;
+	unsigned int staging_live;	/* staging buffers in existence */
 	struct rbln_pending_copy *copies;
 	int64_t lazy_host_bytes, lazy_tensors, lazy_materializations;
 	int64_t device_bytes;		/* tensor data in device memory */
@@ -156,6 +164,8 @@ double rbln_dtype_decode(rbln_dtype dtype, const void *src);
 
 /* Host buffers and jobs (rbln_job.c) */
 rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size, struct rbln_host_buf **out);
+/* A staging buffer of RBLN_STAGING_CHUNK bytes, idle; given back with rbln_host_buf_release(). */
+rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_buf **out);
 void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_buf *b, uint64_t point);
 /*
  * Command space in the device's ring of command buffers: @len bytes at

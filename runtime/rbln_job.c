@@ -62,18 +62,31 @@ static void note_completed(struct rbln_dev *d, uint64_t point)
 		;
 }
 
-static void host_buf_destroy(struct rbln_dev *d, struct rbln_host_buf *b)
+/*
+ * A host buffer no job uses any more, with d->lock held: a staging buffer
+ * goes back to the pool if there is room, anything else away.
+ */
+static void host_buf_retire(struct rbln_dev *d, struct rbln_host_buf *b)
 {
+	if (b->staging && d->nstaging < RBLN_STAGING_POOL) {
+		b->point = 0;
+		b->next = d->staging;
+		d->staging = b;
+		d->nstaging++;
+		return;
+	}
+	if (b->staging)
+		d->staging_live--;
 	munmap(b->cpu, b->size);
 	rbln_drm_bo_close(d->drm, b->handle);
 	free(b);
 }
 
-/* Frees @b once @point is done; with d->lock held. */
+/* Retires @b once @point is done; with d->lock held. */
 void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_buf *b, uint64_t point)
 {
 	if (!point || rbln_point_done(d, point)) {
-		host_buf_destroy(d, b);
+		host_buf_retire(d, b);
 		return;
 	}
 	b->point = point;
@@ -81,7 +94,7 @@ void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_buf *b, uint64_t
 	d->deferred = b;
 }
 
-/* Frees the host buffers whose jobs are done; with d->lock held. */
+/* Retires the host buffers whose jobs are done; with d->lock held. */
 void rbln_reap_locked(struct rbln_dev *d)
 {
 	struct rbln_host_buf **pb = &d->deferred, *b;
@@ -89,7 +102,7 @@ void rbln_reap_locked(struct rbln_dev *d)
 	while ((b = *pb)) {
 		if (rbln_point_done(d, b->point)) {
 			*pb = b->next;
-			host_buf_destroy(d, b);
+			host_buf_retire(d, b);
 		} else {
 			pb = &b->next;
 		}
@@ -265,6 +278,67 @@ static rbln_status check_failures(struct rbln_dev *d, uint64_t point)
 				 strerror(ret ? -ret : -status));
 	return rbln_fail(RBLN_ERROR_DEVICE, "%llu earlier job%s on the device failed",
 			 (unsigned long long)(failed - seen), failed - seen == 1 ? "" : "s");
+}
+
+/* The first point a staging buffer waits for; 0: none waits. With d->lock held. */
+static uint64_t staging_first_point(struct rbln_dev *d)
+{
+	struct rbln_host_buf *b;
+	uint64_t first = 0;
+
+	for (b = d->deferred; b; b = b->next)
+		if (b->staging && (!first || b->point < first))
+			first = b->point;
+	return first;
+}
+
+/*
+ * Staging buffers are kept rather than made per copy: creating, mapping
+ * and faulting in a buffer object, then unmapping and closing it, was
+ * most of a small copy's time (an item() took ~350 us under QEMU). With
+ * RBLN_STAGING_POOL of them in existence, one that a job still reads or
+ * writes is waited for rather than another made: the job that would use
+ * a new one runs after it anyway, on the device's one queue.
+ */
+rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_buf **out)
+{
+	struct rbln_host_buf *b;
+	uint64_t point;
+	rbln_status st;
+
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		rbln_reap_locked(d);
+		b = d->staging;
+		if (b || d->staging_live < RBLN_STAGING_POOL)
+			break;
+		point = staging_first_point(d);
+		if (!point)
+			break;	/* the others are in use: make one more */
+		pthread_mutex_unlock(&d->lock);
+		st = wait_done(d, point);
+		pthread_mutex_lock(&d->lock);
+		if (st)
+			break;
+	}
+	if (b) {
+		d->staging = b->next;
+		d->nstaging--;
+		b->next = NULL;
+		*out = b;
+		pthread_mutex_unlock(&d->lock);
+		return RBLN_OK;
+	}
+	pthread_mutex_unlock(&d->lock);
+	st = rbln_host_buf_new(d, RBLN_STAGING_CHUNK, &b);
+	if (st)
+		return st;
+	b->staging = true;
+	pthread_mutex_lock(&d->lock);
+	d->staging_live++;
+	pthread_mutex_unlock(&d->lock);
+	*out = b;
+	return RBLN_OK;
 }
 
 rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point)

@@ -425,12 +425,9 @@ void rbln_shard_used(struct rbln_shard *s, uint64_t point)
 		;
 }
 
-/* Staging buffers: this size at most, two in flight at most. */
-#define STAGING_CHUNK	(2u << 20)
-
 /*
  * Copies @bytes between device address @va and the host memory @host by
- * DMA jobs through pinned staging buffers of at most STAGING_CHUNK bytes,
+ * DMA jobs through pinned staging buffers of RBLN_STAGING_CHUNK bytes,
  * so a big tensor never needs its size in pinned memory (offload relies
  * on it). A device-to-host copy completes before this returns unless
  * @non_blocking: then rbln_synchronize() completes it. *@last gets the
@@ -449,18 +446,15 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 	void *cmd;
 
 	for (off = 0, i = 0; off < bytes && !st; off += n, i++) {
-		n = bytes - off < STAGING_CHUNK ? bytes - off : STAGING_CHUNK;
+		n = bytes - off < RBLN_STAGING_CHUNK ? bytes - off : RBLN_STAGING_CHUNK;
 		/*
 		 * Bound the pinned memory: the chunk before last must be done,
-		 * and its staging buffer gone before the next one is made.
+		 * and its staging buffer back in the pool before one is taken.
 		 */
 		st = rbln_wait_point(d, inflight[i % 2]);
 		if (st)
 			break;
-		pthread_mutex_lock(&d->lock);
-		rbln_reap_locked(d);
-		pthread_mutex_unlock(&d->lock);
-		st = rbln_host_buf_new(d, n, &stage);
+		st = rbln_staging_get(d, &stage);
 		if (st)
 			break;
 		if (to_device)

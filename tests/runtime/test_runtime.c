@@ -7,16 +7,45 @@
  */
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 
 #include <rbln/rbln.h>
+#include <rbln_accel.h>
 
 #include "kselftest_harness.h"
 
 #define MIB (1ll << 20)
+
+static atomic_int host_bo_creates;
+
+/*
+ * Counts this process's BO_CREATE ioctls for host memory: the executable
+ * exports its ioctl(), which librbln's libdrm then calls instead of the C
+ * library's.
+ */
+int ioctl(int fd, unsigned long request, ...)
+{
+	static int (*real)(int, unsigned long, ...);
+	va_list ap;
+	void *arg;
+
+	va_start(ap, request);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (!real)
+		real = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
+	if (request == DRM_IOCTL_RBLN_BO_CREATE &&
+	    ((struct drm_rbln_bo_create *)arg)->placement == RBLN_BO_HOST)
+		atomic_fetch_add(&host_bo_creates, 1);
+	return real(fd, request, arg);
+}
 
 /* Sum of drm-total-device over this process's rbln files, from fdinfo. */
 static long long fdinfo_device_bytes(void)
@@ -281,6 +310,61 @@ TEST(transfers)
 	EXPECT_EQ(RBLN_OK, rbln_synchronize(-1));
 	EXPECT_EQ(0, rbln_memory_allocated(0));
 	EXPECT_EQ(0, rbln_memory_allocated(1));
+}
+
+/* @n floats from the host to device 0 and back, read and through item(). */
+static void round_trip(struct __test_metadata *_metadata, const float *data, float *back,
+		       int64_t n, bool non_blocking)
+{
+	int64_t last = n - 1;
+	rbln_tensor *t, *d, *c;
+	double v = 0;
+
+	t = rbln_tensor_from_data(data, &n, 1, RBLN_F32, RBLN_CPU);
+	ASSERT_NE(NULL, t);
+	d = rbln_tensor_to(t, 0, false);
+	ASSERT_NE(NULL, d);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(d));
+	c = rbln_tensor_to(d, RBLN_CPU, non_blocking);
+	ASSERT_NE(NULL, c);
+	if (non_blocking)
+		ASSERT_EQ(RBLN_OK, rbln_synchronize(0));
+	memset(back, 0, n * sizeof(*back));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, back, n * sizeof(*back)));
+	EXPECT_EQ(0, memcmp(data, back, n * sizeof(*back)));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_item(d, &last, &v));
+	EXPECT_EQ(data[last], v);
+	rbln_tensor_free(t);
+	rbln_tensor_free(d);
+	rbln_tensor_free(c);
+}
+
+/*
+ * Copies between host and device go through staging buffers the device
+ * keeps: once there are two, copies of any size (5 MiB: three chunks, two
+ * in flight) create no more host buffer objects.
+ */
+TEST(transfers_reuse_staging_buffers)
+{
+	int64_t small = 1000, big = 5 * MIB / 4, i;
+	float *data = malloc(big * sizeof(*data)), *back = malloc(big * sizeof(*back));
+	int before, round;
+
+	ASSERT_TRUE(data && back);
+	for (i = 0; i < big; i++)
+		data[i] = (float)(i % 1000) - 0.5f;
+	round_trip(_metadata, data, back, small, false);
+	round_trip(_metadata, data, back, big, false);
+	before = atomic_load(&host_bo_creates);
+	EXPECT_LE(2, before);	/* the ring and a staging buffer at least */
+	for (round = 0; round < 10; round++) {
+		round_trip(_metadata, data, back, small, false);
+		round_trip(_metadata, data, back, small, true);
+		round_trip(_metadata, data, back, big, false);
+	}
+	EXPECT_EQ(before, atomic_load(&host_bo_creates));
+	free(data);
+	free(back);
 }
 
 TEST(creation_values)
