@@ -426,19 +426,70 @@ void rbln_shard_used(struct rbln_shard *s, uint64_t point)
 }
 
 /*
+ * Finishes a chunk copied to a staging buffer: unless the copy already
+ * failed (@st), waits for its job (if @wait; else it is known done) and
+ * copies it out. Gives the staging buffer back either way; *@h is empty
+ * afterwards.
+ */
+static rbln_status copy_out(struct rbln_dev *d, struct rbln_pending_copy *h, bool wait,
+			    rbln_status st)
+{
+	if (!st && wait)
+		st = rbln_wait_point(d, h->point);
+	if (!st)
+		memcpy(h->dst, h->staging->cpu, h->bytes);
+	pthread_mutex_lock(&d->lock);
+	rbln_host_buf_release(d, h->staging, h->point);
+	pthread_mutex_unlock(&d->lock);
+	h->staging = NULL;
+	return st;
+}
+
+/*
+ * The last chunks of a device-to-host copy, older first: finished now, or
+ * with @non_blocking left for rbln_synchronize() (finish_copies_locked()).
+ */
+static rbln_status copy_out_last(struct rbln_dev *d, struct rbln_pending_copy *held,
+				 bool non_blocking, rbln_status st)
+{
+	struct rbln_pending_copy *pc;
+	int j;
+
+	for (j = 0; j < 2; j++) {
+		struct rbln_pending_copy *h = &held[j];
+
+		if (!h->staging)
+			continue;
+		pc = non_blocking && !st ? malloc(sizeof(*pc)) : NULL;
+		if (!pc) {
+			st = copy_out(d, h, true, st);
+			continue;
+		}
+		*pc = *h;
+		pthread_mutex_lock(&d->lock);
+		pc->next = d->copies;
+		d->copies = pc;
+		pthread_mutex_unlock(&d->lock);
+	}
+	return st;
+}
+
+/*
  * Copies @bytes between device address @va and the host memory @host by
  * DMA jobs through pinned staging buffers of RBLN_STAGING_CHUNK bytes,
- * so a big tensor never needs its size in pinned memory (offload relies
- * on it). A device-to-host copy completes before this returns unless
- * @non_blocking: then rbln_synchronize() completes it. *@last gets the
+ * two jobs in flight, so a big tensor never needs its size in pinned
+ * memory (offload relies on it). Device-to-host, a chunk is copied out
+ * of its staging buffer once the job two chunks later is about to take
+ * one; a copy completes before this returns unless @non_blocking: then
+ * its last two chunks complete in rbln_synchronize(). *@last gets the
  * point of the last job.
  */
 static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool to_device,
 			    void *host, size_t bytes, bool non_blocking, bool cold, uint64_t *last)
 {
+	struct rbln_pending_copy held[2] = { { 0 }, { 0 } };
 	uint64_t inflight[2] = { 0, 0 }, point = 0, cmd_va;
 	struct rbln_host_buf *stage;
-	struct rbln_pending_copy *pc;
 	struct rbln_drm_cmd c;
 	size_t off, n, i;
 	uint32_t bos[2];
@@ -452,6 +503,8 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 		 * and its staging buffer back in the pool before one is taken.
 		 */
 		st = rbln_wait_point(d, inflight[i % 2]);
+		if (held[i % 2].staging)
+			st = copy_out(d, &held[i % 2], false, st);
 		if (st)
 			break;
 		st = rbln_staging_get(d, &stage);
@@ -474,39 +527,22 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 				rbln_drm_cmd_dma_copy(&c, stage->va, va + off, n);
 			st = rbln_ring_submit_locked(d, cmd_va, c.len, bos, 2, &point);
 		}
-		if (to_device || st) {
+		if (to_device || st)
 			rbln_host_buf_release(d, stage, st ? 0 : point);
-			stage = NULL;
-		}
 		rbln_reap_locked(d);
 		pthread_mutex_unlock(&d->lock);
 		if (st)
 			break;
 		inflight[i % 2] = point;
-		if (to_device)
-			continue;
-
-		pc = non_blocking ? malloc(sizeof(*pc)) : NULL;
-		if (pc) {
-			pc->staging = stage;
-			pc->point = point;
-			pc->dst = (char *)host + off;
-			pc->bytes = n;
-			pthread_mutex_lock(&d->lock);
-			pc->next = d->copies;
-			d->copies = pc;
-			pthread_mutex_unlock(&d->lock);
-			continue;
-		}
-		st = rbln_wait_point(d, point);
-		if (!st)
-			memcpy((char *)host + off, stage->cpu, n);
-		pthread_mutex_lock(&d->lock);
-		rbln_host_buf_release(d, stage, 0);
-		pthread_mutex_unlock(&d->lock);
+		if (!to_device)
+			held[i % 2] = (struct rbln_pending_copy){ .staging = stage, .point = point,
+								  .dst = (char *)host + off, .bytes = n };
 	}
 	*last = point;
-	return st;
+	/* held[i % 2] is the older chunk: its job is done before the other's */
+	struct rbln_pending_copy order[2] = { held[i % 2], held[(i + 1) % 2] };
+
+	return copy_out_last(d, order, non_blocking, st);
 }
 
 /* Copies @bytes at byte @offset of shard @s's block from or to @host. */

@@ -342,7 +342,7 @@ static void round_trip(struct __test_metadata *_metadata, const float *data, flo
 /*
  * Copies between host and device go through staging buffers the device
  * keeps: once there are two, copies of any size (5 MiB: three chunks, two
- * in flight) create no more host buffer objects.
+ * in flight), blocking or not, create no more host buffer objects.
  */
 TEST(transfers_reuse_staging_buffers)
 {
@@ -361,6 +361,7 @@ TEST(transfers_reuse_staging_buffers)
 		round_trip(_metadata, data, back, small, false);
 		round_trip(_metadata, data, back, small, true);
 		round_trip(_metadata, data, back, big, false);
+		round_trip(_metadata, data, back, big, true);
 	}
 	EXPECT_EQ(before, atomic_load(&host_bo_creates));
 	free(data);
