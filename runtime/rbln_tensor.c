@@ -446,17 +446,18 @@ static rbln_status copy_out(struct rbln_dev *d, struct rbln_pending_copy *h, boo
 }
 
 /*
- * The last chunks of a device-to-host copy, older first: finished now, or
- * with @non_blocking left for rbln_synchronize() (finish_copies_locked()).
+ * The last two chunks of a device-to-host copy, held[@older] first (its
+ * job is done before the other's): finished now, or with @non_blocking
+ * left for rbln_synchronize() (finish_copies_locked()).
  */
 static rbln_status copy_out_last(struct rbln_dev *d, struct rbln_pending_copy *held,
-				 bool non_blocking, rbln_status st)
+				 size_t older, bool non_blocking, rbln_status st)
 {
 	struct rbln_pending_copy *pc;
-	int j;
+	size_t j;
 
-	for (j = 0; j < 2; j++) {
-		struct rbln_pending_copy *h = &held[j];
+	for (j = older; j < older + 2; j++) {
+		struct rbln_pending_copy *h = &held[j % 2];
 
 		if (!h->staging)
 			continue;
@@ -539,10 +540,7 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 								  .dst = (char *)host + off, .bytes = n };
 	}
 	*last = point;
-	/* held[i % 2] is the older chunk: its job is done before the other's */
-	struct rbln_pending_copy order[2] = { held[i % 2], held[(i + 1) % 2] };
-
-	return copy_out_last(d, order, non_blocking, st);
+	return copy_out_last(d, held, i % 2, non_blocking, st);
 }
 
 /* Copies @bytes at byte @offset of shard @s's block from or to @host. */
