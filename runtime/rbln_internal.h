@@ -151,6 +151,8 @@ rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out);
 /*
  * All of @t on every member of its device, one shard per member in @r,
  * through the host: for op @name called from @site, whose bounces count.
+ * On success the caller frees @r with rbln_replicas_free(); on failure
+ * nothing is left to free.
  */
 rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, const char *op,
 				  const void *site);

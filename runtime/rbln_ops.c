@@ -117,7 +117,7 @@ static rbln_status run_shard(struct op *op, int i, struct rbln_shard *b, bool *c
 static rbln_status dispatch(struct op *op)
 {
 	struct rbln_shard replicas[RBLN_MAX_MEMBERS];
-	bool active = rbln_explain_active(), compiled = false;
+	bool active = rbln_explain_active(), compiled = false, have_b = false;
 	uint64_t start = active ? rbln_explain_now() : 0;
 	rbln_status st;
 	int i;
@@ -126,8 +126,10 @@ static rbln_status dispatch(struct op *op)
 	if (!st && op->b)
 		st = rbln_tensor_ensure_device(op->b);
 	op->replicate_b = op->replicate_b && op->out->nshards > 1;
-	if (!st && op->replicate_b)
+	if (!st && op->replicate_b) {
 		st = rbln_tensor_replicate(op->b, replicas, op->name, op->site);
+		have_b = !st;
+	}
 	for (i = 0; i < op->out->nshards && !st; i++) {
 		struct rbln_shard *b = op->b ? op->replicate_b ? &replicas[i] :
 					       &op->b->shards[i] : NULL;
@@ -135,7 +137,7 @@ static rbln_status dispatch(struct op *op)
 		if (op->out->shards[i].nbytes)
 			st = run_shard(op, i, b, &compiled);
 	}
-	if (op->replicate_b)
+	if (have_b)
 		rbln_replicas_free(replicas, op->out->nshards);
 	if (st) {
 		if (op->owns_out)

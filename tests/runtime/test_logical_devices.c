@@ -2,8 +2,9 @@
 /*
  * test_logical_devices - RBLN_DEVICE_MAP and RBLN_NPUS_PER_DEVICE against
  * the real driver: device counts, rbln_device_summary(), the warning about
- * unused devices, malformed settings, and memory statistics of a logical
- * device against the driver's figures for its members.
+ * unused devices, malformed settings, memory statistics of a logical
+ * device against the driver's figures for its members, and ops that run
+ * out of a member's memory.
  *
  * Run in the VM with emu_devices=4 and nothing else, so that the physical
  * devices are /dev/accel/accel0..3. The registry is fixed at a process's
@@ -322,6 +323,33 @@ TEST(memory_stats_add_up_the_members)
 	ASSERT_EQ(RBLN_OK, rbln_empty_cache(1));
 	EXPECT_EQ(0, rbln_memory_reserved(1));
 	EXPECT_EQ(0, fdinfo_device_bytes(2) + fdinfo_device_bytes(3));
+}
+
+/*
+ * An op whose operands do not fit in the members' memory fails cleanly:
+ * out of memory, and the logical device holds what it held before.
+ */
+TEST(gathers_run_out_of_memory_cleanly)
+{
+	int64_t big[2] = { 4, 5 * MIB }, rhs[2] = { 5 * MIB, 1 };
+	rbln_tensor *a, *b;
+
+	setenv("RBLN_DEVICE_MAP", "[0,1],[2,3]", 1);
+	unsetenv("RBLN_NPUS_PER_DEVICE");
+	unsetenv("RBLN_VISIBLE_DEVICES");
+	ASSERT_EQ(2, rbln_device_count());
+
+	/* 80 MiB on the left do not fit at all: nothing is gathered, nothing kept. */
+	a = rbln_tensor_zeros(big, 2, RBLN_F32, 0);
+	b = rbln_tensor_zeros(rhs, 2, RBLN_F32, 0);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	EXPECT_EQ(NULL, rbln_matmul(a, b));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "out of device memory"))
+		TH_LOG("%s", rbln_last_error());
+	EXPECT_EQ(0, rbln_memory_allocated(0));
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
 }
 
 TEST(summary_arguments)
