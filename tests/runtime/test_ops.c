@@ -57,7 +57,7 @@ static rbln_tensor *special_rand(const int64_t *shape, int ndim, rbln_dtype dt, 
 
 	rbln_tensor_read(t, p, n);
 	for (i = 0; i < sizeof(specials) / sizeof(specials[0]) && ref_is_float(dt) &&
-	     i < (size_t)rbln_tensor_numel(t); i++) {
+	     i * 3 < (size_t)rbln_tensor_numel(t); i++) {
 		uint64_t b = ref_enc(dt, specials[i]);
 
 		ref_put(dt, p, i * 3, b == REF_ANY_QNAN ? (dt == RBLN_F32 ? 0x7fc00000 : dt == RBLN_F16 ? 0x7e00 : 0x7fc0) : (uint32_t)b);
