@@ -149,12 +149,12 @@ rbln_status rbln_tensor_host_data(rbln_tensor *t, void **data, bool *from_device
 /* Element @index (flat) of @t into @out, from the device if it lives there. */
 rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out);
 /*
- * All of @t on every member of its device, one shard per member in @r,
- * through the host: for op @name called from @site, whose bounces count.
+ * All of @t on the first @n members of its device, one shard per member in
+ * @r, through the host: for op @name called from @site, whose bounces count.
  * On success the caller frees @r with rbln_replicas_free(); on failure
  * nothing is left to free.
  */
-rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, const char *op,
+rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, int n, const char *op,
 				  const void *site);
 void rbln_replicas_free(struct rbln_shard *r, int n);
 /* Notes that the job at @point used @s's block. */

@@ -5,9 +5,11 @@
  * An op takes tensors on one rbln device, materializes them, allocates its
  * result there and runs the op's program on every member of the logical
  * device at once: shards line up on the first dimension, so member i
- * works on shard i of every operand. The one exception is the right-hand
- * side of a matmul that is not batched with the left: every member needs
- * all of it, so it is gathered through the host (counted as bounces).
+ * works on shard i of every operand. Two exceptions gather an operand
+ * whole through the host (counted as bounces): the right-hand side of a
+ * matmul that is not batched with the left, which every member needs all
+ * of; and a 1-d tensor reduced to a scalar, which member 0 reduces alone,
+ * in the order one NPU would, so that the result is the same bits.
  */
 
 #include <stdlib.h>
@@ -25,6 +27,7 @@ struct op {
 	rbln_tensor *out;
 	bool owns_out;		/* out is the op's new result */
 	uint32_t scalar;	/* EW_SCALAR's operand, DMA_FILL's pattern */
+	bool gather_a;		/* the members that compute need all of a */
 	bool replicate_b;	/* every member needs all of b */
 	const void *site;
 };
@@ -56,10 +59,14 @@ static uint32_t add_bo(uint32_t *bos, uint32_t n, const struct rbln_shard *s)
 	return n + 1;
 }
 
-/* Runs @op's program for shard @i on member @d; *@compiled if it was compiled for this. */
-static rbln_status run_shard(struct op *op, int i, struct rbln_shard *b, bool *compiled)
+/*
+ * Runs @op's program for shard @i on its member, with operands @a and @b;
+ * *@compiled if it was compiled for this.
+ */
+static rbln_status run_shard(struct op *op, int i, struct rbln_shard *a, struct rbln_shard *b,
+			     bool *compiled)
 {
-	struct rbln_shard *a = &op->a->shards[i], *out = &op->out->shards[i];
+	struct rbln_shard *out = &op->out->shards[i];
 	struct rbln_dev *d = out->dev;
 	struct rbln_program_key key;
 	struct rbln_program *p;
@@ -75,7 +82,10 @@ static rbln_status run_shard(struct op *op, int i, struct rbln_shard *b, bool *c
 	key.in_dtype = op->a->dtype;
 	key.out_dtype = op->out->dtype;
 	key.ndim_a = op->a->ndim;
-	shard_shape(op->a, i, key.shape_a);
+	if (op->gather_a)
+		memcpy(key.shape_a, op->a->shape, op->a->ndim * sizeof(int64_t));
+	else
+		shard_shape(op->a, i, key.shape_a);
 	if (op->b) {
 		key.ndim_b = op->b->ndim;
 		if (op->replicate_b)
@@ -116,8 +126,8 @@ static rbln_status run_shard(struct op *op, int i, struct rbln_shard *b, bool *c
 /* Runs @op on every member; frees op->out on failure. */
 static rbln_status dispatch(struct op *op)
 {
-	struct rbln_shard replicas[RBLN_MAX_MEMBERS];
-	bool active = rbln_explain_active(), compiled = false, have_b = false;
+	struct rbln_shard replicas[RBLN_MAX_MEMBERS], whole_a;
+	bool active = rbln_explain_active(), compiled = false, have_b = false, have_a = false;
 	uint64_t start = active ? rbln_explain_now() : 0;
 	rbln_status st;
 	int i;
@@ -127,18 +137,27 @@ static rbln_status dispatch(struct op *op)
 		st = rbln_tensor_ensure_device(op->b);
 	op->replicate_b = op->replicate_b && op->out->nshards > 1;
 	if (!st && op->replicate_b) {
-		st = rbln_tensor_replicate(op->b, replicas, op->name, op->site);
+		st = rbln_tensor_replicate(op->b, replicas, op->out->nshards, op->name, op->site);
 		have_b = !st;
 	}
+	/* Only a scalar result gathers a: member 0 alone computes it. */
+	op->gather_a = op->gather_a && op->a->nshards > 1;
+	if (!st && op->gather_a) {
+		st = rbln_tensor_replicate(op->a, &whole_a, 1, op->name, op->site);
+		have_a = !st;
+	}
 	for (i = 0; i < op->out->nshards && !st; i++) {
+		struct rbln_shard *a = op->gather_a ? &whole_a : &op->a->shards[i];
 		struct rbln_shard *b = op->b ? op->replicate_b ? &replicas[i] :
 					       &op->b->shards[i] : NULL;
 
 		if (op->out->shards[i].nbytes)
-			st = run_shard(op, i, b, &compiled);
+			st = run_shard(op, i, a, b, &compiled);
 	}
 	if (have_b)
 		rbln_replicas_free(replicas, op->out->nshards);
+	if (have_a)
+		rbln_replicas_free(&whole_a, 1);
 	if (st) {
 		if (op->owns_out)
 			rbln_tensor_free(op->out);
@@ -332,12 +351,8 @@ static rbln_tensor *reduce(const char *name, unsigned int sub, rbln_tensor *a, c
 
 	if (!on_device(a, name))
 		return NULL;
-	if (a->nshards > 1 && a->ndim < 2) {
-		rbln_fail(RBLN_ERROR_UNSUPPORTED,
-			  "%s: a %d-d tensor on a logical device is sharded along the reduced dimension",
-			  name, a->ndim);
-		return NULL;
-	}
+	/* Sharded along the reduced dimension. */
+	op.gather_a = a->ndim == 1;
 	for (i = 0, rows = 1; i < a->ndim - 1; i++)
 		rows *= a->shape[i];
 	if (a->ndim && !a->shape[a->ndim - 1] && rows) {

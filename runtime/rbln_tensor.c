@@ -746,7 +746,7 @@ void rbln_replicas_free(struct rbln_shard *r, int n)
 					    __atomic_load_n(&r[i].last_point, __ATOMIC_ACQUIRE), 0);
 }
 
-rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, const char *op,
+rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, int n, const char *op,
 				  const void *site)
 {
 	bool from_device, active = rbln_explain_active();
@@ -760,8 +760,8 @@ rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, const ch
 		return st;
 	if (from_device && active)
 		rbln_explain_bounce(op, true, t->nbytes, site);
-	memset(r, 0, t->nshards * sizeof(*r));
-	for (i = 0; i < t->nshards && !st; i++) {
+	memset(r, 0, n * sizeof(*r));
+	for (i = 0; i < n && !st; i++) {
 		r[i].dev = t->shards[i].dev;
 		r[i].nbytes = t->nbytes;
 		if (!t->nbytes)
@@ -779,7 +779,7 @@ rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, const ch
 	}
 	free(data);
 	if (st)
-		rbln_replicas_free(r, t->nshards);
+		rbln_replicas_free(r, n);
 	return st;
 }
 

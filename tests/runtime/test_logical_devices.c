@@ -326,18 +326,32 @@ TEST(memory_stats_add_up_the_members)
 }
 
 /*
- * An op whose operands do not fit in the members' memory fails cleanly:
+ * An op that copies an operand whole to a member fails cleanly when the
+ * member has no room for it, and when the operands themselves do not fit:
  * out of memory, and the logical device holds what it held before.
  */
 TEST(gathers_run_out_of_memory_cleanly)
 {
+	int64_t vec[1] = { 10 * MIB };	/* 40 MiB of f32: 20 MiB per 32 MiB member */
 	int64_t big[2] = { 4, 5 * MIB }, rhs[2] = { 5 * MIB, 1 };
-	rbln_tensor *a, *b;
+	rbln_tensor *v, *a, *b;
+	int64_t before;
 
 	setenv("RBLN_DEVICE_MAP", "[0,1],[2,3]", 1);
 	unsetenv("RBLN_NPUS_PER_DEVICE");
 	unsetenv("RBLN_VISIBLE_DEVICES");
 	ASSERT_EQ(2, rbln_device_count());
+
+	v = rbln_tensor_full(vec, 1, RBLN_F32, 1, 0);
+	ASSERT_NE(NULL, v);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(v)) TH_LOG("%s", rbln_last_error());
+	before = rbln_memory_allocated(0);
+	/* Gathered, the 40 MiB do not fit beside the first member's 20 MiB. */
+	EXPECT_EQ(NULL, rbln_sum(v));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "sum: device 0: out of device memory"))
+		TH_LOG("%s", rbln_last_error());
+	EXPECT_EQ(before, rbln_memory_allocated(0));
+	rbln_tensor_free(v);
 
 	/* 80 MiB on the left do not fit at all: nothing is gathered, nothing kept. */
 	a = rbln_tensor_zeros(big, 2, RBLN_F32, 0);

@@ -217,6 +217,55 @@ TEST(reduce_over_the_last_dimension)
 	}
 }
 
+/*
+ * A vector reduces to a scalar. On a logical device (test_ops_sharded) it
+ * is split over the members, and is gathered to the first for the same
+ * bits as on one NPU: one bounce in from the device, one out to the member.
+ */
+TEST(reduce_a_vector)
+{
+	int64_t lens[] = { 1, 5, 37, 4099 };
+	bool sharded = rbln_physical_device_count() > rbln_device_count();
+	size_t d, l;
+
+	for (d = 0; d < NDTYPES; d++) {
+		for (l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+			rbln_dtype dt = dtypes[d];
+			rbln_tensor *a = special_rand(&lens[l], 1, dt, 31 + l, 0), *s, *m;
+			rbln_explain *e;
+			struct rbln_explain_dump dump;
+			void *ha, *hs, *hm;
+
+			ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
+			e = rbln_explain_begin(false);
+			s = rbln_sum(a);
+			m = rbln_amax(a);
+			ASSERT_EQ(RBLN_OK, rbln_explain_end(e));
+			ASSERT_EQ(RBLN_OK, rbln_explain_dump(e, &dump));
+			rbln_explain_free(e);
+			ASSERT_NE(NULL, s) TH_LOG("%s", rbln_last_error());
+			ASSERT_NE(NULL, m) TH_LOG("%s", rbln_last_error());
+			EXPECT_EQ(0, rbln_tensor_ndim(s));
+			EXPECT_EQ(sharded ? 4 : 0, dump.host_bounce.count);
+			EXPECT_EQ(sharded ? 4 * rbln_tensor_nbytes(a) : 0, dump.host_bounce.bytes);
+			ha = data_of(a);
+			hs = data_of(s);
+			hm = data_of(m);
+			ASSERT_NE(NULL, hm);
+			EXPECT_TRUE(elem_ok(dt, hs, 0, ref_reduce(RBLN_REDUCE_SUM, dt, ha, lens[l])))
+				TH_LOG("dtype %d, length %lld", dt, (long long)lens[l]);
+			EXPECT_TRUE(elem_ok(dt, hm, 0, ref_reduce(RBLN_REDUCE_MAX, dt, ha, lens[l])))
+				TH_LOG("dtype %d, length %lld", dt, (long long)lens[l]);
+			free(ha);
+			free(hs);
+			free(hm);
+			rbln_tensor_free(a);
+			rbln_tensor_free(s);
+			rbln_tensor_free(m);
+		}
+	}
+}
+
 /* a [batch, m, k] @ b ([batch,] k, n) against ref_gemm, batch by batch. */
 static bool check_matmul(int bdims, rbln_dtype dt, int64_t batch, int64_t m, int64_t k,
 			 int64_t n)
