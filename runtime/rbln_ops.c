@@ -60,8 +60,40 @@ static uint32_t add_bo(uint32_t *bos, uint32_t n, const struct rbln_shard *s)
 }
 
 /*
- * Runs @op's program for shard @i on its member, with operands @a and @b;
- * *@compiled if it was compiled for this.
+ * Runs the program for @key on @d with operands @args, a job that uses
+ * @bos (@nbos of them); its point in *@point, *@compiled if it was
+ * compiled for this.
+ */
+static rbln_status run_program(struct rbln_dev *d, const struct rbln_program_key *key,
+			       const uint64_t *args, const uint32_t *bos, uint32_t nbos,
+			       bool *compiled, uint64_t *point)
+{
+	struct rbln_program *p;
+	rbln_status st;
+	uint64_t va;
+	void *cmd;
+	bool c;
+
+	p = rbln_program_get(key, &c);
+	if (!p)
+		return RBLN_ERROR_INVALID;
+	*compiled |= c;
+	pthread_mutex_lock(&d->lock);
+	st = rbln_ring_reserve_locked(d, rbln_program_size(p), &cmd, &va);
+	if (!st) {
+		rbln_program_emit(p, cmd, args);
+		st = rbln_ring_submit_locked(d, va, rbln_program_size(p), bos, nbos, point);
+	}
+	pthread_mutex_unlock(&d->lock);
+	rbln_program_put(p);
+	return st;
+}
+
+/*
+ * Runs @op for shard @i on its member, with operands @a and @b;
+ * *@compiled if a program was compiled for this. A batched matmul is a
+ * GEMM packet per batch: a batch that one command buffer cannot hold runs
+ * as several jobs, in order on the member's ring.
  */
 static rbln_status run_shard(struct op *op, int i, struct rbln_shard *a, struct rbln_shard *b,
 			     bool *compiled)
@@ -69,12 +101,11 @@ static rbln_status run_shard(struct op *op, int i, struct rbln_shard *a, struct 
 	struct rbln_shard *out = &op->out->shards[i];
 	struct rbln_dev *d = out->dev;
 	struct rbln_program_key key;
-	struct rbln_program *p;
-	uint64_t args[RBLN_NARGS], va, point;
+	uint64_t args[RBLN_NARGS], step[RBLN_NARGS] = { 0 }, point;
+	int64_t batch = 1, per = 1, done, cnt;
 	uint32_t bos[3], n = 0;
-	rbln_status st;
-	bool c;
-	void *cmd;
+	rbln_status st = RBLN_OK;
+	int arg;
 
 	memset(&key, 0, sizeof(key));
 	key.kind = op->kind;
@@ -93,10 +124,6 @@ static rbln_status run_shard(struct op *op, int i, struct rbln_shard *a, struct 
 		else
 			shard_shape(op->b, i, key.shape_b);
 	}
-	p = rbln_program_get(&key, &c);
-	if (!p)
-		return RBLN_ERROR_INVALID;
-	*compiled |= c;
 
 	args[RBLN_ARG_A] = shard_va(a);
 	args[RBLN_ARG_B] = b ? shard_va(b) : 0;
@@ -106,21 +133,34 @@ static rbln_status run_shard(struct op *op, int i, struct rbln_shard *a, struct 
 	n = add_bo(bos, n, b);
 	n = add_bo(bos, n, out);
 
-	pthread_mutex_lock(&d->lock);
-	st = rbln_ring_reserve_locked(d, rbln_program_size(p), &cmd, &va);
-	if (!st) {
-		rbln_program_emit(p, cmd, args);
-		st = rbln_ring_submit_locked(d, va, rbln_program_size(p), bos, n, &point);
+	/* With an empty K a matmul is one fill, whatever the batch. */
+	if (op->kind == RBLN_OPK_MATMUL && key.ndim_a == 3 && key.shape_a[2]) {
+		int64_t m = key.shape_a[1], k = key.shape_a[2], nn = key.shape_b[key.ndim_b - 1];
+
+		batch = key.shape_a[0];
+		per = d->max_cmd / sizeof(struct rbln_pkt_gemm);
+		step[RBLN_ARG_A] = m * k * rbln_dtype_size(key.in_dtype);
+		step[RBLN_ARG_B] = key.ndim_b == 3 ? k * nn * rbln_dtype_size(key.in_dtype) : 0;
+		step[RBLN_ARG_OUT] = m * nn * rbln_dtype_size(key.out_dtype);
 	}
-	pthread_mutex_unlock(&d->lock);
-	rbln_program_put(p);
-	if (st)
-		return st;
-	rbln_shard_used(a, point);
-	if (b)
-		rbln_shard_used(b, point);
-	rbln_shard_used(out, point);
-	return RBLN_OK;
+	for (done = 0; done < batch; done += cnt) {
+		cnt = batch - done < per ? batch - done : per;
+		if (cnt < batch) {
+			key.shape_a[0] = cnt;
+			if (key.ndim_b == 3)
+				key.shape_b[0] = cnt;
+		}
+		st = run_program(d, &key, args, bos, n, compiled, &point);
+		if (st)
+			break;
+		rbln_shard_used(a, point);
+		if (b)
+			rbln_shard_used(b, point);
+		rbln_shard_used(out, point);
+		for (arg = 0; arg < RBLN_NARGS; arg++)
+			args[arg] += cnt * step[arg];
+	}
+	return st;
 }
 
 /* Runs @op on every member; frees op->out on failure. */
@@ -387,15 +427,6 @@ rbln_tensor *rbln_matmul(rbln_tensor *a, rbln_tensor *b)
 		rbln_fail(RBLN_ERROR_INVALID,
 			  "matmul: [M,K] or [B,M,K] by [K,N] or [B,K,N] (got %d-d by %d-d, or sizes that differ)",
 			  a->ndim, b->ndim);
-		return NULL;
-	}
-	/* A GEMM packet per batch, a shard's all in one command buffer (the first is the largest). */
-	if (a->ndim == 3 &&
-	    a->shards[0].rows > (int64_t)(a->shards[0].dev->max_cmd / sizeof(struct rbln_pkt_gemm))) {
-		rbln_fail(RBLN_ERROR_UNSUPPORTED,
-			  "matmul: a batch of %lld per device is more than one command buffer holds (%zu)",
-			  (long long)a->shards[0].rows,
-			  a->shards[0].dev->max_cmd / sizeof(struct rbln_pkt_gemm));
 		return NULL;
 	}
 	memcpy(shape, a->shape, (a->ndim - 1) * sizeof(*shape));

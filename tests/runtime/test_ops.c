@@ -307,6 +307,12 @@ TEST(matmul_2d_and_batched)
 		EXPECT_TRUE(check_matmul(3, dtypes[d], 3, 4, 5, 6)) TH_LOG("batched dtype %d", dtypes[d]);
 		EXPECT_TRUE(check_matmul(2, dtypes[d], 3, 4, 5, 6)) TH_LOG("batched by 2-D dtype %d", dtypes[d]);
 	}
+	/*
+	 * More batches than one command buffer holds GEMM packets (4681 of
+	 * the emulator's 256 KiB): several jobs, the last one shorter.
+	 */
+	EXPECT_TRUE(check_matmul(3, RBLN_F32, 10000, 2, 3, 2)) TH_LOG("10000 batches");
+	EXPECT_TRUE(check_matmul(2, RBLN_BF16, 10000, 1, 2, 3)) TH_LOG("10000 batches by 2-D");
 	/* K = 0: an empty sum is zeros. */
 	{
 		int64_t sa[2] = { 3, 0 }, sb[2] = { 0, 4 };
@@ -561,9 +567,6 @@ TEST(rejections)
 	rbln_tensor *v = rbln_tensor_zeros(s1, 1, RBLN_F32, 0);
 	int64_t se[2] = { 2, 0 };
 	rbln_tensor *empty_rows = rbln_tensor_zeros(se, 2, RBLN_F32, 0), *c, *gone;
-	int64_t sm[3] = { 10000, 1, 1 };
-	rbln_tensor *many = rbln_tensor_zeros(sm, 3, RBLN_F32, 0);
-	rbln_tensor *many1 = rbln_tensor_zeros(sm, 3, RBLN_F32, 0);
 	int64_t before;
 
 	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
@@ -585,8 +588,6 @@ TEST(rejections)
 	EXPECT_EQ(NULL, rbln_matmul(a, a));
 	EXPECT_NE(NULL, strstr(rbln_last_error(), "matmul"));
 	EXPECT_EQ(NULL, rbln_matmul(v, v));
-	EXPECT_EQ(NULL, rbln_matmul(many, many1));
-	EXPECT_NE(NULL, strstr(rbln_last_error(), "more than one command buffer holds"));
 	EXPECT_EQ(NULL, rbln_matmul(a, h));
 	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_copy(a, b));
 	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_copy(a, other));
@@ -612,8 +613,6 @@ TEST(rejections)
 	EXPECT_NE(NULL, c);
 	rbln_tensor_free(c);
 	rbln_tensor_free(empty_rows);
-	rbln_tensor_free(many);
-	rbln_tensor_free(many1);
 	rbln_tensor_free(a);
 	rbln_tensor_free(b);
 	rbln_tensor_free(h);
