@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * rbln_prime - sharing buffer objects as dma-bufs: between files of one
- * device, between two rbln devices, and from foreign exporters (udmabuf,
- * the system dma-heap)
+ * device, between two rbln devices (jobs of one reading and writing the
+ * other's memory), and from foreign exporters (udmabuf, the system
+ * dma-heap)
  *
  * Run with emu_devices>=2.
  */
@@ -172,6 +173,107 @@ TEST_F(prime, device_object_to_another_device)
 	EXPECT_EQ(2 << 20, rbln_emu_mem_used(0));
 	ASSERT_EQ(0, rbln_drm_bo_close(self->b, hb));
 	EXPECT_EQ(0, rbln_emu_mem_used(0));
+}
+
+/* Copies @len bytes from @src to @dst in one job on @dev; the job's status. */
+static int dma_copy(struct rbln_drm_device *dev, uint64_t dst, uint64_t src, uint64_t len,
+		    const uint32_t *bos, uint32_t n)
+{
+	struct rbln_test_buf cmd;
+	struct rbln_drm_cmd c;
+	uint32_t queue;
+	int ret;
+
+	if (rbln_test_buf_new(dev, PAGE, RBLN_BO_HOST, 0, &cmd))
+		return -2000;
+	ret = rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue);
+	if (!ret) {
+		rbln_drm_cmd_init(&c, cmd.cpu, PAGE);
+		rbln_drm_cmd_dma_copy(&c, dst, src, len);
+		ret = rbln_test_run(dev, queue, &cmd, c.len, bos, n, 10000);
+		rbln_drm_queue_destroy(dev, queue);
+	}
+	rbln_test_buf_free(dev, &cmd);
+	return ret;
+}
+
+/*
+ * Device 1's jobs read and write device 0's memory through a peer object,
+ * also once device 0's own handle is gone: the memory lives while a peer
+ * names it.
+ */
+TEST_F(prime, peer_object_carries_dma_both_ways)
+{
+	struct rbln_test_buf ha, hb, mem;
+	struct rbln_drm_bo_info info;
+	uint32_t peer, bos[2];
+	uint64_t len = 1 << 20;
+	int fd;
+
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, len, RBLN_BO_HOST, 0, &ha));
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, len, RBLN_BO_DEVICE, 0, &mem));
+	ASSERT_EQ(0, rbln_test_buf_new(self->b, len, RBLN_BO_HOST, 0, &hb));
+	fill(ha.cpu, len, 5);
+	bos[0] = mem.handle;
+	bos[1] = ha.handle;
+	ASSERT_EQ(1, dma_copy(self->a, mem.va, ha.va, len, bos, 2));
+
+	ASSERT_EQ(0, rbln_drm_bo_export(self->a, mem.handle, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->b, fd, &peer));
+	close(fd);
+	ASSERT_EQ(0, rbln_drm_bo_info(self->b, peer, &info));
+	bos[0] = peer;
+	bos[1] = hb.handle;
+	/* Read: device 0's bytes arrive in device 1's host object. */
+	ASSERT_EQ(1, dma_copy(self->b, hb.va, info.va, len, bos, 2));
+	EXPECT_TRUE(check(hb.cpu, len, 5));
+
+	/* Write, into half of it, and device 0 sees it. */
+	fill(hb.cpu, len, 9);
+	ASSERT_EQ(1, dma_copy(self->b, info.va + len / 2, hb.va, len / 2, bos, 2));
+	memset(ha.cpu, 0, len);
+	bos[0] = mem.handle;
+	bos[1] = ha.handle;
+	ASSERT_EQ(1, dma_copy(self->a, ha.va, mem.va, len, bos, 2));
+	EXPECT_TRUE(check(ha.cpu, len / 2, 5));
+	EXPECT_TRUE(check((uint32_t *)ha.cpu + len / 8, len / 2, 9));
+
+	/* Device 0's handle gone, the peer still reads the same memory. */
+	rbln_test_buf_free(self->a, &mem);
+	EXPECT_EQ(len, rbln_emu_mem_used(0));
+	memset(hb.cpu, 0, len);
+	bos[0] = peer;
+	bos[1] = hb.handle;
+	ASSERT_EQ(1, dma_copy(self->b, hb.va, info.va, len, bos, 2));
+	EXPECT_TRUE(check((uint32_t *)hb.cpu + len / 8, len / 2, 9));
+
+	rbln_drm_bo_close(self->b, peer);
+	rbln_test_buf_free(self->a, &ha);
+	rbln_test_buf_free(self->b, &hb);
+}
+
+/* A read-only object stays read-only through a peer: writing faults. */
+TEST_F(prime, peer_of_read_only_object_faults_on_write)
+{
+	struct rbln_test_buf mem, hb;
+	struct rbln_drm_bo_info info;
+	uint32_t peer, bos[2];
+	int fd;
+
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, PAGE, RBLN_BO_DEVICE, RBLN_BO_READ_ONLY, &mem));
+	ASSERT_EQ(0, rbln_test_buf_new(self->b, PAGE, RBLN_BO_HOST, 0, &hb));
+	ASSERT_EQ(0, rbln_drm_bo_export(self->a, mem.handle, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->b, fd, &peer));
+	close(fd);
+	ASSERT_EQ(0, rbln_drm_bo_info(self->b, peer, &info));
+	EXPECT_EQ(RBLN_BO_READ_ONLY | RBLN_BO_IMPORTED, info.flags);
+	bos[0] = peer;
+	bos[1] = hb.handle;
+	EXPECT_EQ(1, dma_copy(self->b, hb.va, info.va, PAGE, bos, 2));
+	EXPECT_EQ(-EFAULT, dma_copy(self->b, info.va, hb.va, PAGE, bos, 2));
+	rbln_drm_bo_close(self->b, peer);
+	rbln_test_buf_free(self->a, &mem);
+	rbln_test_buf_free(self->b, &hb);
 }
 
 TEST_F(prime, udmabuf_as_host_object)
