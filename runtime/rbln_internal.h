@@ -150,15 +150,21 @@ rbln_status rbln_tensor_host_data(rbln_tensor *t, void **data, bool *from_device
 rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out);
 /*
  * All of @t on the first @n members of its device, one shard per member in
- * @r, through the host: for op @name called from @site, whose bounces count.
- * On success the caller frees @r with rbln_replicas_free(); on failure
- * nothing is left to free.
+ * @r, copied device to device (rbln_replica.c) for op @op. On success the
+ * caller frees @r with rbln_replicas_free(); on failure nothing is left to
+ * free.
  */
-rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, int n, const char *op,
-				  const void *site);
+rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, int n, const char *op);
 void rbln_replicas_free(struct rbln_shard *r, int n);
 /* Notes that the job at @point used @s's block. */
 void rbln_shard_used(struct rbln_shard *s, uint64_t point);
+/*
+ * Copies @bytes at byte @offset of shard @s's block from or to @host,
+ * through the staging buffers; with @non_blocking a read completes at the
+ * next synchronize, and @cold marks offloaded @host cold once copied.
+ */
+rbln_status rbln_shard_transfer(struct rbln_shard *s, bool to_device, size_t offset,
+				void *host, size_t bytes, bool non_blocking, bool cold);
 
 /* Element encodings (rbln_dtype.c), with the ISA's conversion rules. */
 void rbln_dtype_encode(rbln_dtype dtype, double v, void *dst);

@@ -6,7 +6,7 @@
  * result there and runs the op's program on every member of the logical
  * device at once: shards line up on the first dimension, so member i
  * works on shard i of every operand. Two exceptions gather an operand
- * whole through the host (counted as bounces): the right-hand side of a
+ * whole, device to device (rbln_replica.c): the right-hand side of a
  * matmul that is not batched with the left, which every member needs all
  * of; and a 1-d tensor reduced to a scalar, which member 0 reduces alone,
  * in the order one NPU would, so that the result is the same bits.
@@ -177,13 +177,13 @@ static rbln_status dispatch(struct op *op)
 		st = rbln_tensor_ensure_device(op->b);
 	op->replicate_b = op->replicate_b && op->out->nshards > 1;
 	if (!st && op->replicate_b) {
-		st = rbln_tensor_replicate(op->b, replicas, op->out->nshards, op->name, op->site);
+		st = rbln_tensor_replicate(op->b, replicas, op->out->nshards, op->name);
 		have_b = !st;
 	}
 	/* Only a scalar result gathers a: member 0 alone computes it. */
 	op->gather_a = op->gather_a && op->a->nshards > 1;
 	if (!st && op->gather_a) {
-		st = rbln_tensor_replicate(op->a, &whole_a, 1, op->name, op->site);
+		st = rbln_tensor_replicate(op->a, &whole_a, 1, op->name);
 		have_a = !st;
 	}
 	for (i = 0; i < op->out->nshards && !st; i++) {

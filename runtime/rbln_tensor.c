@@ -543,9 +543,8 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 	return copy_out_last(d, held, i % 2, non_blocking, st);
 }
 
-/* Copies @bytes at byte @offset of shard @s's block from or to @host. */
-static rbln_status shard_transfer(struct rbln_shard *s, bool to_device, size_t offset,
-				  void *host, size_t bytes, bool non_blocking, bool cold)
+rbln_status rbln_shard_transfer(struct rbln_shard *s, bool to_device, size_t offset,
+				void *host, size_t bytes, bool non_blocking, bool cold)
 {
 	uint64_t point = 0;
 	rbln_status st;
@@ -570,9 +569,9 @@ static rbln_status materialize_locked(rbln_tensor *t)
 	/* Shards go to their devices at once: a to-device transfer does not wait. */
 	for (i = 0; i < t->nshards && !st; i++)
 		if (t->shards[i].nbytes)
-			st = shard_transfer(&t->shards[i], true, 0,
-					    (char *)t->host + t->shards[i].offset,
-					    t->shards[i].nbytes, false, t->offload_path != NULL);
+			st = rbln_shard_transfer(&t->shards[i], true, 0,
+						 (char *)t->host + t->shards[i].offset,
+						 t->shards[i].nbytes, false, t->offload_path != NULL);
 	if (st) {
 		for (i = 0; i < t->nshards; i++) {
 			struct rbln_shard *s = &t->shards[i];
@@ -662,10 +661,10 @@ static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
 	}
 	for (i = 0; i < t->nshards && !st; i++)
 		if (t->shards[i].nbytes)
-			st = shard_transfer(&t->shards[i], false, 0,
-					    (char *)out + t->shards[i].offset,
-					    t->shards[i].nbytes,
-					    non_blocking || t->nshards > 1, false);
+			st = rbln_shard_transfer(&t->shards[i], false, 0,
+						 (char *)out + t->shards[i].offset,
+						 t->shards[i].nbytes,
+						 non_blocking || t->nshards > 1, false);
 	if (non_blocking || t->nshards == 1)
 		return st;
 	for (i = 0; i < t->nshards; i++) {
@@ -729,57 +728,10 @@ rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out)
 		for (i = 0; i < t->nshards; i++)
 			if (at >= t->shards[i].offset && at < t->shards[i].offset + t->shards[i].nbytes)
 				break;
-		st = shard_transfer(&t->shards[i], false, at - t->shards[i].offset, out, esize,
-				    false, false);
+		st = rbln_shard_transfer(&t->shards[i], false, at - t->shards[i].offset, out,
+					 esize, false, false);
 	}
 	pthread_mutex_unlock(&t->lock);
-	return st;
-}
-
-void rbln_replicas_free(struct rbln_shard *r, int n)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (r[i].block)
-			rbln_allocator_free(r[i].dev->alloc, r[i].block,
-					    __atomic_load_n(&r[i].last_point, __ATOMIC_ACQUIRE), 0);
-}
-
-rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, int n, const char *op,
-				  const void *site)
-{
-	bool from_device, active = rbln_explain_active();
-	rbln_status st;
-	char msg[256];
-	void *data;
-	int i, ret;
-
-	st = rbln_tensor_host_data(t, &data, &from_device);
-	if (st)
-		return st;
-	if (from_device && active)
-		rbln_explain_bounce(op, true, t->nbytes, site);
-	memset(r, 0, n * sizeof(*r));
-	for (i = 0; i < n && !st; i++) {
-		r[i].dev = t->shards[i].dev;
-		r[i].nbytes = t->nbytes;
-		if (!t->nbytes)
-			continue;
-		ret = rbln_allocator_alloc(r[i].dev->alloc, t->nbytes, 0, &r[i].block, msg,
-					   sizeof(msg));
-		if (ret)
-			st = rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
-				       "%s: device %d: %s", op, t->device,
-				       ret == -ENOMEM ? msg : strerror(-ret));
-		else
-			st = shard_transfer(&r[i], true, 0, data, t->nbytes, false, false);
-		if (!st && active)
-			rbln_explain_bounce(op, false, t->nbytes, site);
-	}
-	free(data);
-	if (st)
-		rbln_replicas_free(r, n);
 	return st;
 }
 

@@ -3,8 +3,8 @@
  * test_logical_devices - RBLN_DEVICE_MAP and RBLN_NPUS_PER_DEVICE against
  * the real driver: device counts, rbln_device_summary(), the warning about
  * unused devices, malformed settings, memory statistics of a logical
- * device against the driver's figures for its members, and ops that run
- * out of a member's memory.
+ * device against the driver's figures for its members, operands gathered
+ * device to device, and ops that run out of a member's memory.
  *
  * Run in the VM with emu_devices=4 and nothing else, so that the physical
  * devices are /dev/accel/accel0..3. The registry is fixed at a process's
@@ -323,6 +323,70 @@ TEST(memory_stats_add_up_the_members)
 	ASSERT_EQ(RBLN_OK, rbln_empty_cache(1));
 	EXPECT_EQ(0, rbln_memory_reserved(1));
 	EXPECT_EQ(0, fdinfo_device_bytes(2) + fdinfo_device_bytes(3));
+}
+
+/* Device memory in use on emulated NPU @id, peers' hold included, from sysfs. */
+static long long emu_memory_used(int id)
+{
+	char path[96];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/bus/rbln_emu/devices/rbln_emu%d/memory_used", id);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/*
+ * Every member needs all of a matmul's 2-D right-hand side: the other
+ * member's rows come device to device, through a peer object that goes
+ * with the copy, so the members' memory is all given back after.
+ */
+TEST(matmul_gathers_device_to_device)
+{
+	int64_t sa[2] = { 4, 8 }, sb[2] = { 8, 3 };
+	struct rbln_explain_dump d;
+	rbln_tensor *a, *b, *c;
+	rbln_explain *e;
+	float out[12], vals[24];
+	int i;
+
+	setenv("RBLN_DEVICE_MAP", "[0,1],[2,3]", 1);
+	unsetenv("RBLN_NPUS_PER_DEVICE");
+	unsetenv("RBLN_VISIBLE_DEVICES");
+	ASSERT_EQ(2, rbln_device_count());
+
+	for (i = 0; i < 24; i++)
+		vals[i] = i;
+	a = rbln_tensor_full(sa, 2, RBLN_F32, 1, 1);
+	b = rbln_tensor_from_data(vals, sb, 2, RBLN_F32, 1);
+	ASSERT_NE(NULL, b) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(b));
+	e = rbln_explain_begin(false);
+	c = rbln_matmul(a, b);
+	ASSERT_EQ(RBLN_OK, rbln_explain_end(e));
+	ASSERT_EQ(RBLN_OK, rbln_explain_dump(e, &d));
+	rbln_explain_free(e);
+	ASSERT_NE(NULL, c) TH_LOG("%s", rbln_last_error());
+	EXPECT_EQ(0, d.host_bounce.count);
+	/* Every row of c holds b's column sums: 3 * (0 + 1 + ... + 7) + 8 * column. */
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, out, sizeof(out)));
+	for (i = 0; i < 12; i++)
+		EXPECT_EQ(84.0f + 8 * (i % 3), out[i]) TH_LOG("element %d", i);
+
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	rbln_tensor_free(c);
+	ASSERT_EQ(RBLN_OK, rbln_synchronize(1));
+	ASSERT_EQ(RBLN_OK, rbln_empty_cache(1));
+	EXPECT_EQ(0, emu_memory_used(2));
+	EXPECT_EQ(0, emu_memory_used(3));
 }
 
 /*

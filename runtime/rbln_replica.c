@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rbln_replica.c - a whole tensor copied onto members of its logical device
+ *
+ * An op whose members each need all of an operand (a matmul's 2-D
+ * right-hand side, a vector reduced to a scalar) runs on replicas. A
+ * tensor is copied device to device: a member's own shard by a local
+ * DMA_COPY, another member's through a peer object, the shard's segment
+ * exported by its member and imported by this one, as the driver's
+ * PRIME path allows between rbln devices: nothing goes through the host.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rbln_internal.h"
+
+void rbln_replicas_free(struct rbln_shard *r, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (r[i].block)
+			rbln_allocator_free(r[i].dev->alloc, r[i].block,
+					    __atomic_load_n(&r[i].last_point, __ATOMIC_ACQUIRE), 0);
+}
+
+static rbln_status drm_fail(int ret, const char *op, const char *what)
+{
+	return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
+			 "%s: %s: %s", op, what, strerror(-ret));
+}
+
+/*
+ * Copies shard @src of a tensor into @dst's block at @offset, on @dst's
+ * member, for op @op. Another member's shard is read through a peer object
+ * once the last job writing it there is done.
+ */
+static rbln_status copy_shard(struct rbln_shard *dst, size_t offset, struct rbln_shard *src,
+			      const char *op)
+{
+	struct rbln_dev *dd = dst->dev, *sd = src->dev;
+	uint32_t bos[2] = { rbln_block_handle(dst->block), rbln_block_handle(src->block) };
+	uint64_t src_va = rbln_block_va(src->block), cmd_va, point = 0;
+	struct rbln_drm_bo_info info;
+	struct rbln_drm_cmd c;
+	uint32_t peer = 0;
+	rbln_status st;
+	int ret, fd = -1;
+	void *cmd;
+
+	if (sd != dd) {
+		st = rbln_wait_point(sd, __atomic_load_n(&src->last_point, __ATOMIC_ACQUIRE));
+		if (st)
+			return st;
+		ret = rbln_drm_bo_info(sd->drm, bos[1], &info);
+		if (!ret)
+			ret = rbln_drm_bo_export(sd->drm, bos[1], &fd);
+		if (ret)
+			return drm_fail(ret, op, "cannot export a shard to another member");
+		src_va -= info.va;
+	}
+
+	pthread_mutex_lock(&dd->lock);
+	/*
+	 * An import of a dma-buf the file holds already returns the same
+	 * handle: under the device lock, no other copy closes it under us.
+	 */
+	if (fd >= 0) {
+		ret = rbln_drm_bo_import(dd->drm, fd, &peer);
+		if (!ret)
+			ret = rbln_drm_bo_info(dd->drm, peer, &info);
+		close(fd);
+		if (ret) {
+			if (peer)
+				rbln_drm_bo_close(dd->drm, peer);
+			pthread_mutex_unlock(&dd->lock);
+			return drm_fail(ret, op, "cannot import another member's shard");
+		}
+		bos[1] = peer;
+		src_va += info.va;
+	}
+	st = rbln_ring_reserve_locked(dd, sizeof(struct rbln_pkt_dma_copy), &cmd, &cmd_va);
+	if (!st) {
+		rbln_drm_cmd_init(&c, cmd, sizeof(struct rbln_pkt_dma_copy));
+		rbln_drm_cmd_dma_copy(&c, rbln_block_va(dst->block) + offset, src_va, src->nbytes);
+		st = rbln_ring_submit_locked(dd, cmd_va, c.len, bos, 2, &point);
+	}
+	/* The job holds the peer object until it retires. */
+	if (peer)
+		rbln_drm_bo_close(dd->drm, peer);
+	pthread_mutex_unlock(&dd->lock);
+	if (st)
+		return st;
+	rbln_shard_used(dst, point);
+	if (sd == dd)
+		rbln_shard_used(src, point);
+	return RBLN_OK;
+}
+
+/* All of @t, in device memory and locked, into @r's block, device to device. */
+static rbln_status gather(rbln_tensor *t, struct rbln_shard *r, const char *op)
+{
+	rbln_status st = RBLN_OK;
+	int i;
+
+	for (i = 0; i < t->nshards && !st; i++)
+		if (t->shards[i].nbytes)
+			st = copy_shard(r, t->shards[i].offset, &t->shards[i], op);
+	/*
+	 * The other members' shards may be freed and their memory reused as
+	 * soon as this returns, by jobs this member's ring does not order.
+	 */
+	return st ? st : rbln_wait_point(r->dev, __atomic_load_n(&r->last_point,
+								 __ATOMIC_ACQUIRE));
+}
+
+static rbln_status replica_alloc(rbln_tensor *t, struct rbln_shard *r, struct rbln_dev *d,
+				 const char *op)
+{
+	char msg[256];
+	int ret;
+
+	r->dev = d;
+	r->nbytes = t->nbytes;
+	if (!t->nbytes)
+		return RBLN_OK;
+	ret = rbln_allocator_alloc(d->alloc, t->nbytes, 0, &r->block, msg, sizeof(msg));
+	if (!ret)
+		return RBLN_OK;
+	return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
+			 "%s: device %d: %s", op, t->device, ret == -ENOMEM ? msg : strerror(-ret));
+}
+
+rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, int n, const char *op)
+{
+	rbln_status st;
+	int i;
+
+	memset(r, 0, n * sizeof(*r));
+	st = rbln_tensor_ensure_device(t);
+	if (st)
+		return st;
+	pthread_mutex_lock(&t->lock);
+	for (i = 0; i < n && !st; i++) {
+		st = replica_alloc(t, &r[i], t->shards[i].dev, op);
+		if (!st && t->nbytes)
+			st = gather(t, &r[i], op);
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (st)
+		rbln_replicas_free(r, n);
+	return st;
+}
