@@ -269,6 +269,15 @@ static long long fdinfo_device_bytes(int minor)
 	return total;
 }
 
+/* Groups the four NPUs into two logical devices of two; their count. */
+static int two_pairs(void)
+{
+	setenv("RBLN_DEVICE_MAP", "[0,1],[2,3]", 1);
+	unsetenv("RBLN_NPUS_PER_DEVICE");
+	unsetenv("RBLN_VISIBLE_DEVICES");
+	return rbln_device_count();
+}
+
 /*
  * The statistics of a logical device are its members' together: reserved
  * memory is what the driver reports for the member nodes' files, and the
@@ -282,10 +291,7 @@ TEST(memory_stats_add_up_the_members)
 	float *back;
 	int64_t i;
 
-	setenv("RBLN_DEVICE_MAP", "[0,1],[2,3]", 1);
-	unsetenv("RBLN_NPUS_PER_DEVICE");
-	unsetenv("RBLN_VISIBLE_DEVICES");
-	ASSERT_EQ(2, rbln_device_count());
+	ASSERT_EQ(2, two_pairs());
 
 	t = rbln_tensor_full(shape, 2, RBLN_F32, 1.5, 1);
 	ASSERT_NE(NULL, t) TH_LOG("%s", rbln_last_error());
@@ -356,10 +362,7 @@ TEST(matmul_gathers_device_to_device)
 	float out[12], vals[24];
 	int i;
 
-	setenv("RBLN_DEVICE_MAP", "[0,1],[2,3]", 1);
-	unsetenv("RBLN_NPUS_PER_DEVICE");
-	unsetenv("RBLN_VISIBLE_DEVICES");
-	ASSERT_EQ(2, rbln_device_count());
+	ASSERT_EQ(2, two_pairs());
 
 	for (i = 0; i < 24; i++)
 		vals[i] = i;
@@ -401,10 +404,7 @@ TEST(gathers_run_out_of_memory_cleanly)
 	rbln_tensor *v, *a, *b;
 	int64_t before;
 
-	setenv("RBLN_DEVICE_MAP", "[0,1],[2,3]", 1);
-	unsetenv("RBLN_NPUS_PER_DEVICE");
-	unsetenv("RBLN_VISIBLE_DEVICES");
-	ASSERT_EQ(2, rbln_device_count());
+	ASSERT_EQ(2, two_pairs());
 
 	v = rbln_tensor_full(vec, 1, RBLN_F32, 1, 0);
 	ASSERT_NE(NULL, v);
