@@ -115,6 +115,10 @@ static inline double pairs_seconds(const struct heap *h, const struct trace *tra
 	double t0, t1;
 	unsigned int i;
 
+	if (nthreads < 1 || nthreads > sizeof(w) / sizeof(w[0])) {
+		fprintf(stderr, "pairs_seconds: %u threads, not 1 or 2\n", nthreads);
+		exit(1);
+	}
 	pthread_barrier_init(&barrier, NULL, nthreads);
 	for (i = 0; i < nthreads; i++) {
 		w[i] = (struct pairs_worker){ .barrier = &barrier, .heap = h, .trace = &traces[i] };
