@@ -515,7 +515,7 @@ static int count_files(const char *dir)
 
 TEST(offload)
 {
-	char dir[] = "/tmp/rbln-offload-XXXXXX";
+	char dir[64] = "/tmp/rbln-offload-XXXXXX";
 	int64_t shape[1] = { 1 << 18 };	/* 1 MiB of f32 */
 	rbln_tensor *plain, *a, *b, *cpu;
 	float *back;
