@@ -399,7 +399,7 @@ TEST(matmul_gathers_device_to_device)
  */
 TEST(gathers_run_out_of_memory_cleanly)
 {
-	int64_t vec[1] = { 10 * MIB };	/* 40 MiB of f32: 20 MiB per 32 MiB member */
+	int64_t vec[1] = { 6 * MIB };	/* 24 MiB of f32: 12 MiB per 32 MiB member */
 	int64_t big[2] = { 4, 5 * MIB }, rhs[2] = { 5 * MIB, 1 };
 	rbln_tensor *v, *a, *b;
 	int64_t before;
@@ -410,7 +410,7 @@ TEST(gathers_run_out_of_memory_cleanly)
 	ASSERT_NE(NULL, v);
 	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(v)) TH_LOG("%s", rbln_last_error());
 	before = rbln_memory_allocated(0);
-	/* Gathered, the 40 MiB do not fit beside the first member's 20 MiB. */
+	/* Gathered, the 24 MiB do not fit beside the first member's 12 MiB. */
 	EXPECT_EQ(NULL, rbln_sum(v));
 	EXPECT_NE(NULL, strstr(rbln_last_error(), "sum: device 0: out of device memory"))
 		TH_LOG("%s", rbln_last_error());
