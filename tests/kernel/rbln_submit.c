@@ -285,6 +285,45 @@ TEST_F(submit, queue_destroy_rejections)
 	EXPECT_EQ(-EINVAL, rbln_drm_queue_destroy(NULL, q));
 }
 
+/*
+ * The kernel reads a handle list a chunk at a time (16 handles): a long
+ * one works, and one that fails in a later chunk, on an unknown handle or
+ * an unreadable page, holds nothing of the objects found before (the
+ * fixture checks that device memory is all freed).
+ */
+TEST_F(submit, long_handle_lists)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct drm_rbln_submit a = {
+		.queue_id = self->queue, .cmd_va = self->cmd.va, .cmd_size = 8, .bo_count = 130,
+	};
+	struct rbln_test_buf mem;
+	struct rbln_drm_cmd c;
+	uint32_t *list;
+	char *pages;
+	int i;
+
+	rbln_drm_cmd_init(&c, self->cmd.cpu, self->cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	ASSERT_EQ(0, rbln_test_buf_new(self->dev, 64 * 1024, RBLN_BO_DEVICE, 0, &mem));
+	pages = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, pages);
+	/* Four chunks in the first page, the rest in the second. */
+	list = (uint32_t *)(pages + page - 64 * sizeof(*list));
+	list[0] = self->cmd.handle;
+	for (i = 1; i < 130; i++)
+		list[i] = mem.handle;
+	a.bo_handles = (uintptr_t)list;
+	EXPECT_EQ(0, raw_submit(self->fd, &a));
+	list[100] = 9999;
+	EXPECT_EQ(-ENOENT, raw_submit(self->fd, &a));
+	list[100] = mem.handle;
+	ASSERT_EQ(0, mprotect(pages + page, page, PROT_NONE));
+	EXPECT_EQ(-EFAULT, raw_submit(self->fd, &a));
+	munmap(pages, 2 * page);
+	rbln_test_buf_free(self->dev, &mem);
+}
+
 TEST_F(submit, submit_rejections)
 {
 	struct drm_rbln_sync waits[RBLN_SUBMIT_MAX_WAITS + 1] = { 0 };
