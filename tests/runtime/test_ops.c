@@ -657,13 +657,18 @@ static void *hammer(void *arg)
 		rbln_tensor *a = rbln_tensor_full(shape, 1, RBLN_I32, i, w->device);
 		rbln_tensor *b = rbln_add_scalar(a, 1000);
 		rbln_tensor *c = rbln_add(a, b);
-		int32_t out[257];
+		/* Sharded, a vector's sum gathers it: the threads' gathers cross. */
+		rbln_tensor *s = rbln_sum(c);
+		int32_t out[257], sum = 0;
 
-		w->ok = c && rbln_tensor_read(c, out, sizeof(out)) == RBLN_OK &&
-			out[0] == 2 * i + 1000 && out[256] == 2 * i + 1000;
+		w->ok = c && s && rbln_tensor_read(c, out, sizeof(out)) == RBLN_OK &&
+			out[0] == 2 * i + 1000 && out[256] == 2 * i + 1000 &&
+			rbln_tensor_read(s, &sum, sizeof(sum)) == RBLN_OK &&
+			sum == 257 * (2 * i + 1000);
 		rbln_tensor_free(a);
 		rbln_tensor_free(b);
 		rbln_tensor_free(c);
+		rbln_tensor_free(s);
 	}
 	return NULL;
 }
