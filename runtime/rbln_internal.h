@@ -156,6 +156,11 @@ rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out);
  */
 rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, int n, const char *op);
 void rbln_replicas_free(struct rbln_shard *r, int n);
+/*
+ * Device memory for shard @s (its dev and nbytes set) of a tensor on
+ * logical device @device; the error names @op unless NULL.
+ */
+rbln_status rbln_shard_alloc(struct rbln_shard *s, int device, const char *op);
 /* Notes that the job at @point used @s's block. */
 void rbln_shard_used(struct rbln_shard *s, uint64_t point);
 /*

@@ -117,23 +117,6 @@ static rbln_status gather(rbln_tensor *t, struct rbln_shard *r, const char *op)
 								 __ATOMIC_ACQUIRE));
 }
 
-static rbln_status replica_alloc(rbln_tensor *t, struct rbln_shard *r, struct rbln_dev *d,
-				 const char *op)
-{
-	char msg[256];
-	int ret;
-
-	r->dev = d;
-	r->nbytes = t->nbytes;
-	if (!t->nbytes)
-		return RBLN_OK;
-	ret = rbln_allocator_alloc(d->alloc, t->nbytes, 0, &r->block, msg, sizeof(msg));
-	if (!ret)
-		return RBLN_OK;
-	return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
-			 "%s: device %d: %s", op, t->device, ret == -ENOMEM ? msg : strerror(-ret));
-}
-
 rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, int n, const char *op)
 {
 	rbln_status st;
@@ -144,9 +127,11 @@ rbln_status rbln_tensor_replicate(rbln_tensor *t, struct rbln_shard *r, int n, c
 	if (st)
 		return st;
 	pthread_mutex_lock(&t->lock);
-	for (i = 0; i < n && !st; i++) {
-		st = replica_alloc(t, &r[i], t->shards[i].dev, op);
-		if (!st && t->nbytes)
+	for (i = 0; i < n && !st && t->nbytes; i++) {
+		r[i].dev = t->shards[i].dev;
+		r[i].nbytes = t->nbytes;
+		st = rbln_shard_alloc(&r[i], t->device, op);
+		if (!st)
 			st = gather(t, &r[i], op);
 	}
 	pthread_mutex_unlock(&t->lock);

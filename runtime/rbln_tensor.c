@@ -141,29 +141,37 @@ static void shard_layout(rbln_tensor *t, const struct rbln_ldev *l)
 	}
 }
 
+rbln_status rbln_shard_alloc(struct rbln_shard *s, int device, const char *op)
+{
+	char msg[256];
+	int ret;
+
+	ret = rbln_allocator_alloc(s->dev->alloc, s->nbytes, 0, &s->block, msg, sizeof(msg));
+	if (!ret)
+		return RBLN_OK;
+	return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
+			 "%s%sdevice %d: %s", op ? op : "", op ? ": " : "", device,
+			 ret == -ENOMEM ? msg : strerror(-ret));
+}
+
 /* Device memory for every non-empty shard of @t. */
 static rbln_status alloc_blocks(rbln_tensor *t)
 {
-	char msg[256];
-	int i, ret;
+	rbln_status st;
+	int i;
 
 	for (i = 0; i < t->nshards; i++) {
-		struct rbln_shard *s = &t->shards[i];
-
-		if (!s->nbytes)
+		if (!t->shards[i].nbytes)
 			continue;
-		ret = rbln_allocator_alloc(s->dev->alloc, s->nbytes, 0, &s->block, msg,
-					   sizeof(msg));
-		if (ret) {
+		st = rbln_shard_alloc(&t->shards[i], t->device, NULL);
+		if (st) {
 			while (i--) {
 				if (t->shards[i].block)
 					rbln_allocator_free(t->shards[i].dev->alloc,
 							    t->shards[i].block, 0, 0);
 				t->shards[i].block = NULL;
 			}
-			return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY :
-					 RBLN_ERROR_DEVICE, "device %d: %s", t->device,
-					 ret == -ENOMEM ? msg : strerror(-ret));
+			return st;
 		}
 	}
 	for (i = 0; i < t->nshards; i++) {
