@@ -186,34 +186,47 @@ TEST(scalar_unary_and_cast_ops)
 	}
 }
 
+/*
+ * @s and @m, the sums and maxima of @a's rows of @cols elements, against
+ * the reference bit for bit; frees all three.
+ */
+static bool reductions_ok(rbln_tensor *a, rbln_tensor *s, rbln_tensor *m, int64_t cols)
+{
+	rbln_dtype dt = rbln_tensor_dtype(a);
+	int64_t rows = cols ? rbln_tensor_numel(a) / cols : 0, r;
+	void *ha = data_of(a), *hs = s ? data_of(s) : NULL, *hm = m ? data_of(m) : NULL;
+	size_t es = rbln_dtype_size(dt);
+	bool ok = ha && hs && hm;
+
+	for (r = 0; r < rows && ok; r++) {
+		const void *row = (char *)ha + r * cols * es;
+
+		ok = elem_ok(dt, hs, r, ref_reduce(RBLN_REDUCE_SUM, dt, row, cols)) &&
+		     elem_ok(dt, hm, r, ref_reduce(RBLN_REDUCE_MAX, dt, row, cols));
+	}
+	free(ha);
+	free(hs);
+	free(hm);
+	rbln_tensor_free(a);
+	rbln_tensor_free(s);
+	rbln_tensor_free(m);
+	return ok;
+}
+
 TEST(reduce_over_the_last_dimension)
 {
 	int64_t shape[3] = { 2, 3, 37 };
-	size_t d, r;
+	size_t d;
 
 	for (d = 0; d < NDTYPES; d++) {
-		rbln_dtype dt = dtypes[d];
-		rbln_tensor *a = rbln_tensor_rand(shape, 3, dt, 11 + d, 0);
+		rbln_tensor *a = rbln_tensor_rand(shape, 3, dtypes[d], 11 + d, 0);
 		rbln_tensor *s = rbln_sum(a), *m = rbln_amax(a);
-		void *ha = data_of(a), *hs = data_of(s), *hm = data_of(m);
-		size_t es = rbln_dtype_size(dt);
 
-		ASSERT_NE(NULL, hs) TH_LOG("%s", rbln_last_error());
-		ASSERT_NE(NULL, hm);
+		ASSERT_NE(NULL, s) TH_LOG("%s", rbln_last_error());
+		ASSERT_NE(NULL, m);
 		ASSERT_EQ(2, rbln_tensor_ndim(s));
 		EXPECT_EQ(3, rbln_tensor_dim(s, 1));
-		for (r = 0; r < 6; r++) {
-			EXPECT_TRUE(elem_ok(dt, hs, r, ref_reduce(RBLN_REDUCE_SUM, dt,
-								  (char *)ha + r * 37 * es, 37)));
-			EXPECT_TRUE(elem_ok(dt, hm, r, ref_reduce(RBLN_REDUCE_MAX, dt,
-								  (char *)ha + r * 37 * es, 37)));
-		}
-		free(ha);
-		free(hs);
-		free(hm);
-		rbln_tensor_free(a);
-		rbln_tensor_free(s);
-		rbln_tensor_free(m);
+		EXPECT_TRUE(reductions_ok(a, s, m, 37)) TH_LOG("dtype %d", dtypes[d]);
 	}
 }
 
@@ -229,11 +242,9 @@ TEST(reduce_a_vector)
 
 	for (d = 0; d < NDTYPES; d++) {
 		for (l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
-			rbln_dtype dt = dtypes[d];
-			rbln_tensor *a = special_rand(&lens[l], 1, dt, 31 + l, 0), *s, *m;
-			rbln_explain *e;
+			rbln_tensor *a = special_rand(&lens[l], 1, dtypes[d], 31 + l, 0), *s, *m;
 			struct rbln_explain_dump dump;
-			void *ha, *hs, *hm;
+			rbln_explain *e;
 
 			ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(a));
 			e = rbln_explain_begin(false);
@@ -246,20 +257,8 @@ TEST(reduce_a_vector)
 			ASSERT_NE(NULL, m) TH_LOG("%s", rbln_last_error());
 			EXPECT_EQ(0, rbln_tensor_ndim(s));
 			EXPECT_EQ(0, dump.host_bounce.count);
-			ha = data_of(a);
-			hs = data_of(s);
-			hm = data_of(m);
-			ASSERT_NE(NULL, hm);
-			EXPECT_TRUE(elem_ok(dt, hs, 0, ref_reduce(RBLN_REDUCE_SUM, dt, ha, lens[l])))
-				TH_LOG("dtype %d, length %lld", dt, (long long)lens[l]);
-			EXPECT_TRUE(elem_ok(dt, hm, 0, ref_reduce(RBLN_REDUCE_MAX, dt, ha, lens[l])))
-				TH_LOG("dtype %d, length %lld", dt, (long long)lens[l]);
-			free(ha);
-			free(hs);
-			free(hm);
-			rbln_tensor_free(a);
-			rbln_tensor_free(s);
-			rbln_tensor_free(m);
+			EXPECT_TRUE(reductions_ok(a, s, m, lens[l]))
+				TH_LOG("dtype %d, length %lld", dtypes[d], (long long)lens[l]);
 		}
 	}
 }
