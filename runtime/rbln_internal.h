@@ -163,13 +163,6 @@ void rbln_replicas_free(struct rbln_shard *r, int n);
 rbln_status rbln_shard_alloc(struct rbln_shard *s, int device, const char *op);
 /* Notes that the job at @point used @s's block. */
 void rbln_shard_used(struct rbln_shard *s, uint64_t point);
-/*
- * Copies @bytes at byte @offset of shard @s's block from or to @host,
- * through the staging buffers; with @non_blocking a read completes at the
- * next synchronize, and @cold marks offloaded @host cold once copied.
- */
-rbln_status rbln_shard_transfer(struct rbln_shard *s, bool to_device, size_t offset,
-				void *host, size_t bytes, bool non_blocking, bool cold);
 
 /* Element encodings (rbln_dtype.c), with the ISA's conversion rules. */
 void rbln_dtype_encode(rbln_dtype dtype, double v, void *dst);

@@ -551,8 +551,9 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 	return copy_out_last(d, held, i % 2, non_blocking, st);
 }
 
-rbln_status rbln_shard_transfer(struct rbln_shard *s, bool to_device, size_t offset,
-				void *host, size_t bytes, bool non_blocking, bool cold)
+/* Copies @bytes at byte @offset of shard @s's block from or to @host. */
+static rbln_status shard_transfer(struct rbln_shard *s, bool to_device, size_t offset,
+				  void *host, size_t bytes, bool non_blocking, bool cold)
 {
 	uint64_t point = 0;
 	rbln_status st;
@@ -577,9 +578,9 @@ static rbln_status materialize_locked(rbln_tensor *t)
 	/* Shards go to their devices at once: a to-device transfer does not wait. */
 	for (i = 0; i < t->nshards && !st; i++)
 		if (t->shards[i].nbytes)
-			st = rbln_shard_transfer(&t->shards[i], true, 0,
-						 (char *)t->host + t->shards[i].offset,
-						 t->shards[i].nbytes, false, t->offload_path != NULL);
+			st = shard_transfer(&t->shards[i], true, 0,
+					    (char *)t->host + t->shards[i].offset,
+					    t->shards[i].nbytes, false, t->offload_path != NULL);
 	if (st) {
 		for (i = 0; i < t->nshards; i++) {
 			struct rbln_shard *s = &t->shards[i];
@@ -669,10 +670,10 @@ static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
 	}
 	for (i = 0; i < t->nshards && !st; i++)
 		if (t->shards[i].nbytes)
-			st = rbln_shard_transfer(&t->shards[i], false, 0,
-						 (char *)out + t->shards[i].offset,
-						 t->shards[i].nbytes,
-						 non_blocking || t->nshards > 1, false);
+			st = shard_transfer(&t->shards[i], false, 0,
+					    (char *)out + t->shards[i].offset,
+					    t->shards[i].nbytes,
+					    non_blocking || t->nshards > 1, false);
 	if (non_blocking || t->nshards == 1)
 		return st;
 	for (i = 0; i < t->nshards; i++) {
@@ -736,8 +737,8 @@ rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out)
 		for (i = 0; i < t->nshards; i++)
 			if (at >= t->shards[i].offset && at < t->shards[i].offset + t->shards[i].nbytes)
 				break;
-		st = rbln_shard_transfer(&t->shards[i], false, at - t->shards[i].offset, out,
-					 esize, false, false);
+		st = shard_transfer(&t->shards[i], false, at - t->shards[i].offset, out, esize,
+				    false, false);
 	}
 	pthread_mutex_unlock(&t->lock);
 	return st;
