@@ -32,9 +32,28 @@
 #include "rbln_gem.h"
 #include "rbln_hw.h"
 
+static int rbln_param_set_positive(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, UINT_MAX);
+}
+
+static const struct kernel_param_ops rbln_positive_param_ops = {
+	.set = rbln_param_set_positive,
+	.get = param_get_uint,
+};
+
 static unsigned int job_timeout_ms = 5000;
-module_param(job_timeout_ms, uint, 0444);
+module_param_cb(job_timeout_ms, &rbln_positive_param_ops, &job_timeout_ms, 0444);
 MODULE_PARM_DESC(job_timeout_ms, "A job running longer is abandoned and its ring reset (default: 5000)");
+
+/*
+ * Bounds the kernel memory a file's queued jobs pin. Waking at half rather
+ * than at each retirement keeps a submitter that runs ahead from sleeping
+ * and waking once per job.
+ */
+static unsigned int max_jobs = 4096;
+module_param_cb(max_jobs, &rbln_positive_param_ops, &max_jobs, 0444);
+MODULE_PARM_DESC(max_jobs, "Unfinished jobs a file may have; SUBMIT beyond waits until half have retired (default: 4096)");
 
 /**
  * struct rbln_ring - the driver's side of one hardware ring
@@ -324,6 +343,7 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 
 static void rbln_job_free(struct rbln_job *job)
 {
+	int left;
 	u32 i;
 
 	for (i = 0; i < job->bo_count && job->bos[i]; i++) {
@@ -335,7 +355,8 @@ static void rbln_job_free(struct rbln_job *job)
 		dma_fence_put(&job->fence->base);
 	else
 		kfree(job->fence);
-	if (atomic_dec_and_test(&job->vm->jobs))
+	left = atomic_dec_return(&job->vm->jobs);
+	if (!left || left == max_jobs / 2)
 		wake_up_all(&job->vm->jobs_done);
 	rbln_vm_put(job->vm);
 	kvfree(job);
@@ -686,8 +707,16 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	ret = rbln_submit_check(rdev, args);
 	if (ret)
 		return ret;
+	/* Before anything is allocated: a signal leaves nothing to undo. */
+	if (atomic_read(&rfile->vm->jobs) >= max_jobs &&
+	    wait_event_interruptible(rfile->vm->jobs_done,
+				     atomic_read(&rfile->vm->jobs) <= max_jobs / 2))
+		return -ERESTARTSYS;
+	/* After the wait: a job ahead may have faulted, or the device gone. */
 	if (atomic_read(&rfile->vm->banned))
 		return -ECANCELED;
+	if (drm_dev_is_unplugged(drm))
+		return -ENODEV;
 	queue = rbln_queue_get(rfile, args->queue_id);
 	if (!queue)
 		return -ENOENT;

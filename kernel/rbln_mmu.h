@@ -52,7 +52,8 @@ struct rbln_pt {
  * @banned: set when a job of the context faulted: no more submissions.
  * @busy_ns: time the device spent on the context's jobs.
  * @jobs: jobs of the context not yet freed.
- * @jobs_done: woken when @jobs drops to zero.
+ * @jobs_done: woken when @jobs drops to zero, and to half the max_jobs
+ *	module parameter, for submissions waiting for room.
  */
 struct rbln_vm {
 	struct kref ref;

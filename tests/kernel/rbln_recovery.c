@@ -4,14 +4,17 @@
  * job fails with the right error, its context is banned where it should
  * be, and every other context's results stay exact
  *
- * Run with emu_devices>=1 and job_timeout_ms=500.
+ * Run with emu_devices>=1, job_timeout_ms=500 and a small max_jobs.
  */
 
 #include <linux/netlink.h>
 #include <linux/sync_file.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "kselftest_harness.h"
 #include "rbln_test.h"
@@ -364,6 +367,110 @@ TEST_F(recovery, injected_dma_error_and_fault)
 	EXPECT_EQ(-EINVAL, inject(0, "melt"));
 }
 
+/*
+ * Fills @x's file up to max_jobs unfinished jobs behind a hung one, which
+ * holds them all until job_timeout_ms ends it. Its fence is left in @hung.
+ * With @fault, the job after it faults. @x is on emulated device @emu_id.
+ */
+static int fill_behind_a_hang(struct ctx *x, unsigned int emu_id, struct drm_rbln_sync *hung,
+			      bool fault)
+{
+	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs");
+	struct rbln_drm_cmd c;
+	long long i;
+	int ret;
+
+	if (max_jobs < 2 || max_jobs > 64)
+		return -ERANGE;	/* the suite runs with a small max_jobs */
+	rbln_drm_cmd_init(&c, x->cmd.cpu, x->cmd.size);
+	rbln_drm_cmd_nop(&c);
+	ret = drmSyncobjCreate(rbln_drm_fd(x->dev), 0, &hung->handle) ? -errno :
+	      inject(emu_id, "hang");
+	for (i = 0; i < max_jobs && !ret; i++) {
+		if (i == 1 && fault)
+			ret = inject(emu_id, "fault");
+		ret = ret ?: rbln_drm_submit(x->dev, x->queue, x->cmd.va, c.len,
+					     &x->cmd.handle, 1, NULL, 0, i ? NULL : hung);
+	}
+	return ret;
+}
+
+/*
+ * A file at max_jobs waits in SUBMIT until half its jobs have retired: the
+ * next submission returns only after the hung job ahead of them timed out.
+ */
+TEST_F(recovery, submit_waits_for_room_at_max_jobs)
+{
+	struct drm_rbln_sync hung = { 0 }, sig = { 0 };
+	int fd = rbln_drm_fd(self->a.dev), status;
+
+	ASSERT_EQ(0, fill_behind_a_hang(&self->a, 0, &hung, false));
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig.handle));
+	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, 8,
+				     &self->a.cmd.handle, 1, NULL, 0, &sig));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hung.handle, 0, &status));
+	EXPECT_EQ(-ETIMEDOUT, status);
+	ASSERT_EQ(0, drmSyncobjWait(fd, &sig.handle, 1, rbln_test_deadline_ns(10000), 0, NULL));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig.handle, 0, &status));
+	EXPECT_EQ(1, status);
+	/* The bound is per file: the other file goes on as before. */
+	EXPECT_EQ(1, ctx_check(&self->b, 11));
+	EXPECT_EQ(1, ctx_check(&self->a, 12));
+}
+
+/* A job ahead faults while a submission waits for room: it is refused. */
+TEST_F(recovery, ban_while_waiting_for_room_refuses_the_submission)
+{
+	struct drm_rbln_sync hung = { 0 };
+
+	ASSERT_EQ(0, fill_behind_a_hang(&self->a, 0, &hung, true));
+	EXPECT_EQ(-ECANCELED, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, 8,
+					      &self->a.cmd.handle, 1, NULL, 0, NULL));
+	EXPECT_EQ(1, ctx_check(&self->b, 14));
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* A signal ends the wait for room; the submission queued nothing. */
+TEST_F(recovery, waiting_for_room_is_interruptible)
+{
+	struct itimerval tick = { { 0, 10000 }, { 0, 10000 } }, off = { 0 };
+	struct sigaction sa = { .sa_handler = on_alarm }, old;
+	struct drm_rbln_sync hung = { 0 }, sig = { 0 };
+	struct drm_rbln_submit args = {
+		.queue_id = self->a.queue,
+		.cmd_va = self->a.cmd.va,
+		.cmd_size = 8,
+		.bo_count = 1,
+		.bo_handles = (uintptr_t)&self->a.cmd.handle,
+	};
+	int fd = rbln_drm_fd(self->a.dev), ret, err, status;
+
+	ASSERT_EQ(0, fill_behind_a_hang(&self->a, 0, &hung, false));
+	/* No SA_RESTART, and ioctl() rather than libdrm's, which retries. */
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, &old));
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &tick, NULL));
+	ret = ioctl(fd, DRM_IOCTL_RBLN_SUBMIT, &args);
+	err = errno;
+	setitimer(ITIMER_REAL, &off, NULL);
+	sigaction(SIGALRM, &old, NULL);
+	EXPECT_EQ(-1, ret);
+	EXPECT_EQ(EINTR, err);
+	/* Submitted again, it waits its turn; the queue runs it last. */
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig.handle));
+	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, 8,
+				     &self->a.cmd.handle, 1, NULL, 0, &sig));
+	ASSERT_EQ(0, drmSyncobjWait(fd, &sig.handle, 1, rbln_test_deadline_ns(10000), 0, NULL));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hung.handle, 0, &status));
+	EXPECT_EQ(-ETIMEDOUT, status);
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig.handle, 0, &status));
+	EXPECT_EQ(1, status);
+	EXPECT_EQ(1, ctx_check(&self->a, 13));
+}
+
 /* The status of a sync_file once it signals within @ms: see sync_file.h. */
 static int sync_file_wait_status(int fd, int ms)
 {
@@ -414,6 +521,35 @@ TEST(hot_unplug_with_jobs_in_flight)
 	EXPECT_EQ(-ENODEV, rbln_drm_queue_create(gone.dev, 0, &i));
 	ctx_close(&gone);
 	EXPECT_EQ(1, ctx_check(&other, 10));
+	ctx_close(&other);
+}
+
+static void *submit_nop(void *arg)
+{
+	struct ctx *x = arg;
+
+	return (void *)(intptr_t)rbln_drm_submit(x->dev, x->queue, x->cmd.va, 8, &x->cmd.handle,
+						 1, NULL, 0, NULL);
+}
+
+/* Removal ends a wait for room: the submission fails like any after it. */
+TEST(hot_unplug_while_waiting_for_room)
+{
+	struct drm_rbln_sync hung = { 0 };
+	struct ctx gone, other;
+	void *ret;
+	pthread_t t;
+
+	ASSERT_EQ(0, rbln_emu_add(HOT_ID, 16));
+	ASSERT_EQ(0, ctx_open(&gone, HOT_ID));
+	ASSERT_EQ(0, ctx_open(&other, 0));
+	ASSERT_EQ(0, fill_behind_a_hang(&gone, HOT_ID, &hung, false));
+	ASSERT_EQ(0, pthread_create(&t, NULL, submit_nop, &gone));
+	ASSERT_EQ(0, rbln_emu_del(HOT_ID));
+	ASSERT_EQ(0, pthread_join(t, &ret));
+	EXPECT_EQ(-ENODEV, (int)(intptr_t)ret);
+	ctx_close(&gone);
+	EXPECT_EQ(1, ctx_check(&other, 15));
 	ctx_close(&other);
 }
 

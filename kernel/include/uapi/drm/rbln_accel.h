@@ -237,6 +237,10 @@ struct drm_rbln_sync {
  * Its completion, with an error if it failed (-EFAULT for a fault,
  * -ETIMEDOUT after a hang, -ENODEV after removal), is signaled on @signal.
  *
+ * A file has at most the rbln module's max_jobs parameter of jobs not yet
+ * retired, on all its queues; a submission beyond waits, interruptibly,
+ * until half of them have retired.
+ *
  * @queue_id: the queue.
  * @flags: must be zero.
  * @cmd_va: command buffer address, 8-byte aligned.
