@@ -3,6 +3,7 @@
  * rbln_error.c - the calling thread's last error
  */
 
+#include <errno.h>
 #include <stdio.h>
 
 #include "rbln_internal.h"
@@ -24,6 +25,11 @@ rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
 rbln_status rbln_last_status(void)
 {
 	return last_status;
+}
+
+rbln_status rbln_errno_status(int err)
+{
+	return err == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE;
 }
 
 const char *rbln_last_error(void)

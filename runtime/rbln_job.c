@@ -38,8 +38,7 @@ rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size, struct rbln_hos
 	}
 	if (ret) {
 		free(b);
-		return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
-				 "cannot create a %llu-byte host buffer: %s",
+		return rbln_fail(rbln_errno_status(ret), "cannot create a %llu-byte host buffer: %s",
 				 (unsigned long long)size, strerror(-ret));
 	}
 	*out = b;

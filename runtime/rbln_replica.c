@@ -27,12 +27,6 @@ void rbln_replicas_free(struct rbln_shard *r, int n)
 					    __atomic_load_n(&r[i].last_point, __ATOMIC_ACQUIRE), 0);
 }
 
-static rbln_status drm_fail(int ret, const char *op, const char *what)
-{
-	return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
-			 "%s: %s: %s", op, what, strerror(-ret));
-}
-
 /*
  * Copies shard @src of a tensor into @dst's block at @offset, on @dst's
  * member, for op @op. Another member's shard is read through a peer object
@@ -59,7 +53,9 @@ static rbln_status copy_shard(struct rbln_shard *dst, size_t offset, struct rbln
 		if (!ret)
 			ret = rbln_drm_bo_export(sd->drm, bos[1], &fd);
 		if (ret)
-			return drm_fail(ret, op, "cannot export a shard to another member");
+			return rbln_fail(rbln_errno_status(ret),
+					 "%s: cannot export a shard to another member: %s", op,
+					 strerror(-ret));
 		src_va -= info.va;
 	}
 
@@ -77,7 +73,9 @@ static rbln_status copy_shard(struct rbln_shard *dst, size_t offset, struct rbln
 			if (peer)
 				rbln_drm_bo_close(dd->drm, peer);
 			pthread_mutex_unlock(&dd->lock);
-			return drm_fail(ret, op, "cannot import another member's shard");
+			return rbln_fail(rbln_errno_status(ret),
+					 "%s: cannot import another member's shard: %s", op,
+					 strerror(-ret));
 		}
 		bos[1] = peer;
 		src_va += info.va;

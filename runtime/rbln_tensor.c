@@ -149,9 +149,8 @@ rbln_status rbln_shard_alloc(struct rbln_shard *s, int device, const char *op)
 	ret = rbln_allocator_alloc(s->dev->alloc, s->nbytes, 0, &s->block, msg, sizeof(msg));
 	if (!ret)
 		return RBLN_OK;
-	return rbln_fail(ret == -ENOMEM ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_ERROR_DEVICE,
-			 "%s%sdevice %d: %s", op ? op : "", op ? ": " : "", device,
-			 ret == -ENOMEM ? msg : strerror(-ret));
+	return rbln_fail(rbln_errno_status(ret), "%s%sdevice %d: %s", op ? op : "",
+			 op ? ": " : "", device, ret == -ENOMEM ? msg : strerror(-ret));
 }
 
 /* Device memory for every non-empty shard of @t. */
