@@ -8,8 +8,6 @@
  */
 
 #include <linux/netlink.h>
-#include <linux/sync_file.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -469,19 +467,6 @@ TEST_F(recovery, waiting_for_room_is_interruptible)
 	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig.handle, 0, &status));
 	EXPECT_EQ(1, status);
 	EXPECT_EQ(1, ctx_check(&self->a, 13));
-}
-
-/* The status of a sync_file once it signals within @ms: see sync_file.h. */
-static int sync_file_wait_status(int fd, int ms)
-{
-	struct sync_file_info info = { 0 };
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	if (poll(&p, 1, ms) != 1)
-		return 0;
-	if (ioctl(fd, SYNC_IOC_FILE_INFO, &info))
-		return -1000 - errno;
-	return info.status;
 }
 
 TEST(hot_unplug_with_jobs_in_flight)

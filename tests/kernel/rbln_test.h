@@ -15,6 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/sync_file.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -202,6 +205,19 @@ static inline int rbln_test_run(struct rbln_drm_device *dev, uint32_t queue,
 	ret = rbln_drm_fence_status(dev, signal.handle, 0, &status);
 	drmSyncobjDestroy(rbln_drm_fd(dev), signal.handle);
 	return ret ? -1000 + ret : status;
+}
+
+/* The status of a sync_file once it signals within @ms: see sync_file.h. */
+static inline int sync_file_wait_status(int fd, int ms)
+{
+	struct sync_file_info info = { 0 };
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (poll(&p, 1, ms) != 1)
+		return 0;
+	if (ioctl(fd, SYNC_IOC_FILE_INFO, &info))
+		return -1000 - errno;
+	return info.status;
 }
 
 #endif /* RBLN_TEST_H */
