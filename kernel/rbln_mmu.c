@@ -418,6 +418,12 @@ struct rbln_bo *rbln_vm_bo_at(struct rbln_vm *vm, u64 va)
 	struct drm_mm_node *node;
 	struct rbln_bo *bo = NULL;
 
+	/*
+	 * Outside the range, the walk would start from the list head, which
+	 * is no mapping.
+	 */
+	if (va < RBLN_VA_START || va >= RBLN_VA_END)
+		return NULL;
 	mutex_lock(&vm->lock);
 	drm_mm_for_each_node_in_range(node, &vm->mm, va, va + 1) {
 		struct rbln_mapping *map = container_of(node, struct rbln_mapping, node);
