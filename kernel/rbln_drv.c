@@ -177,6 +177,7 @@ static int rbln_hw_identify(struct rbln_device *rdev)
 	rdev->num_rings = rbln_hw_read(hw, RBLN_REG_NUM_RINGS);
 	rdev->isa_caps = rbln_hw_read(hw, RBLN_REG_ISA_CAPS);
 	rdev->max_cmd_size = rbln_hw_read(hw, RBLN_REG_MAX_CMD_SIZE);
+	rdev->serial = rbln_hw_read64(hw, RBLN_REG_SERIAL_LO);
 	if (!rdev->num_rings || rdev->num_rings > RBLN_MAX_RINGS) {
 		drm_err(&rdev->drm, "%u rings is not supported\n", rdev->num_rings);
 		return -ENODEV;
@@ -209,7 +210,8 @@ static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
 	if (ret)
 		return ret;
 
-	ret = rbln_devmem_init(rdev) ?: rbln_mmu_init(rdev) ?: rbln_job_init(rdev);
+	ret = rbln_devmem_init(rdev) ?: rbln_mmu_init(rdev) ?: rbln_peer_init(rdev) ?:
+	      rbln_job_init(rdev);
 	if (ret)
 		return ret;
 	rbln_debugfs_init(rdev);
@@ -217,6 +219,7 @@ static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
 	ret = drm_dev_register(&rdev->drm, 0);
 	if (ret)
 		return ret;
+	rbln_peer_register(rdev);
 
 	drm_info(&rdev->drm, "%s NPU %u, rev %u.%u, %llu MiB device memory\n",
 		 rdev->emulated ? "emulated" : "silicon", rdev->index,
@@ -228,13 +231,15 @@ static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
 /*
  * Unplug rather than unregister: files may still be open. From here on
  * every ioctl fails with -ENODEV, every job in flight or queued fails with
- * -ENODEV, and the device's memory lives until the last file closes.
+ * -ENODEV, other devices' imports of its memory reach nothing, and the
+ * device's memory lives until the last file closes.
  */
 static int rbln_device_remove(struct device *parent)
 {
 	struct rbln_device *rdev = dev_get_drvdata(parent);
 
 	drm_dev_unplug(&rdev->drm);
+	rbln_peer_unregister(rdev);
 	rbln_job_unplug(rdev);
 	return 0;
 }

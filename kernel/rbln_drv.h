@@ -13,6 +13,7 @@
 #include <drm/drm_device.h>
 #include <drm/drm_file.h>
 
+#include "rbln_hw.h"
 #include "rbln_mmu.h"
 
 #define RBLN_DRIVER_NAME	"rbln"
@@ -41,11 +42,18 @@ struct rbln_ring;
  * @num_rings: RBLN_REG_NUM_RINGS, read at probe.
  * @isa_caps: RBLN_REG_ISA_CAPS, read at probe.
  * @max_cmd_size: RBLN_REG_MAX_CMD_SIZE, read at probe.
+ * @serial: RBLN_REG_SERIAL, read at probe: the device's identity for peers.
  * @mem_lock: protects @mem.
  * @mem: allocator of device memory, [0, @mem_size).
  * @ctx_ids: allocator of context indices.
  * @ctx_table: the context table the device reads (rbln_hw.h).
  * @ctx_table_dma: its DMA address.
+ * @inval_lock: serialises MMU invalidations (rbln_mmu_invalidate()).
+ * @peer_lock: protects @peers and @peer_table.
+ * @peers: what each slot of the peer table is used for.
+ * @peer_table: the peer table the device reads (rbln_hw.h).
+ * @peer_table_dma: its DMA address.
+ * @link: in the list of rbln devices, for revoking peers (rbln_peer.c).
  * @rings: the command rings.
  * @scheds: their schedulers, the list every queue's entity spreads over.
  * @reset_count: rings reset after a timeout.
@@ -63,6 +71,7 @@ struct rbln_device {
 	u32 num_rings;
 	u32 isa_caps;
 	u32 max_cmd_size;
+	u64 serial;
 
 	struct mutex mem_lock; /* protects mem */
 	struct gpu_buddy mem;
@@ -70,6 +79,16 @@ struct rbln_device {
 	struct ida ctx_ids;
 	u64 *ctx_table;
 	dma_addr_t ctx_table_dma;
+	struct mutex inval_lock; /* one MMU_INVALIDATE at a time; innermost */
+
+	struct mutex peer_lock; /* protects peers, peer_table; before inval_lock */
+	struct rbln_peer_slot {
+		u64 serial;
+		unsigned int users;
+	} peers[RBLN_MAX_PEERS];
+	u64 *peer_table;
+	dma_addr_t peer_table_dma;
+	struct list_head link;
 
 	struct rbln_ring *rings;
 	struct drm_gpu_scheduler **scheds;
@@ -101,6 +120,13 @@ int rbln_devmem_init(struct rbln_device *rdev);
 int rbln_devmem_alloc(struct rbln_device *rdev, u64 size, struct list_head *blocks);
 void rbln_devmem_free(struct rbln_device *rdev, struct list_head *blocks);
 u64 rbln_devmem_used(struct rbln_device *rdev);
+
+/* rbln_peer.c */
+int rbln_peer_init(struct rbln_device *rdev);
+void rbln_peer_register(struct rbln_device *rdev);
+void rbln_peer_unregister(struct rbln_device *rdev);
+int rbln_peer_get(struct rbln_device *rdev, struct rbln_device *exporter);
+void rbln_peer_put(struct rbln_device *rdev, int slot);
 
 /* rbln_job.c */
 int rbln_job_init(struct rbln_device *rdev);

@@ -111,6 +111,8 @@ static void rbln_device_bo_free(struct drm_gem_object *obj)
 	struct rbln_bo *bo = to_rbln_bo(obj);
 
 	rbln_devmem_free(to_rbln_device(obj->dev), &bo->blocks);
+	if (bo->peer)
+		rbln_peer_put(to_rbln_device(obj->dev), bo->peer_slot);
 	if (drm_gem_is_imported(obj))
 		drm_prime_gem_destroy(obj, NULL);
 	drm_gem_object_release(obj);
@@ -193,8 +195,9 @@ static struct rbln_bo *rbln_device_bo_create(struct rbln_device *rdev, size_t si
 
 /*
  * A DEVICE object of another rbln device: a peer object that names the
- * exporter's memory, the path of device-to-device copies. The attachment
- * keeps the exporter's object (and device) alive as long as the import.
+ * exporter's memory through a peer slot, the path of device-to-device
+ * copies. The attachment keeps the exporter's object (and device) alive as
+ * long as the import; the exporter's removal revokes the slot.
  */
 static struct drm_gem_object *rbln_device_bo_import_peer(struct drm_device *drm,
 							 struct dma_buf *dma_buf)
@@ -202,17 +205,25 @@ static struct drm_gem_object *rbln_device_bo_import_peer(struct drm_device *drm,
 	struct rbln_bo *exported = to_rbln_bo(dma_buf->priv);
 	struct dma_buf_attachment *attach;
 	struct rbln_bo *bo;
+	int slot;
 
+	slot = rbln_peer_get(to_rbln_device(drm), to_rbln_device(exported->base.base.dev));
+	if (slot < 0)
+		return ERR_PTR(slot);
 	attach = dma_buf_attach(dma_buf, drm->dev);
-	if (IS_ERR(attach))
+	if (IS_ERR(attach)) {
+		rbln_peer_put(to_rbln_device(drm), slot);
 		return ERR_CAST(attach);
+	}
 
 	bo = rbln_device_bo_alloc(drm, dma_buf->size);
 	if (IS_ERR(bo)) {
 		dma_buf_detach(dma_buf, attach);
+		rbln_peer_put(to_rbln_device(drm), slot);
 		return ERR_CAST(bo);
 	}
 	get_dma_buf(dma_buf);
+	bo->peer_slot = slot;
 	bo->peer = exported;
 	bo->flags = exported->flags;
 	bo->base.base.import_attach = attach;

@@ -23,6 +23,8 @@ struct drm_printer;
  *	allocated; empty for one imported from another rbln device.
  * @peer: the exporting rbln device's object, for a DEVICE object imported
  *	from it; the import's dma-buf attachment keeps it alive.
+ * @peer_slot: the slot of this device's peer table that reaches the
+ *	exporter, held while @peer is set.
  * @map_lock: protects @mappings.
  * @mappings: the struct rbln_mapping of every address space it is in.
  */
@@ -32,6 +34,7 @@ struct rbln_bo {
 	u32 flags;
 	struct list_head blocks;
 	struct rbln_bo *peer;
+	int peer_slot;
 	struct mutex map_lock; /* protects mappings */
 	struct list_head mappings;
 };

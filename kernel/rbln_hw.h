@@ -35,6 +35,11 @@
 #define RBLN_REG_SCRUB_ADDR_HI		0x04c
 #define RBLN_REG_SCRUB_SIZE_LO		0x050	/* RW: length; writing HI scrubs, */
 #define RBLN_REG_SCRUB_SIZE_HI		0x054	/* done when the write returns */
+#define RBLN_REG_MMU_INVALIDATE		0x058	/* W: start; R: 1 while in flight */
+#define RBLN_REG_SERIAL_LO		0x060	/* RO: identity, never reused */
+#define RBLN_REG_SERIAL_HI		0x064
+#define RBLN_REG_PEER_TABLE_LO		0x068	/* RW: DMA address of the peer table */
+#define RBLN_REG_PEER_TABLE_HI		0x06c
 
 #define RBLN_HW_CFG_EMULATED		BIT(0)
 
@@ -54,8 +59,14 @@
  * On a fault the ring stops before writing the fence, fills FAULT_* and
  * raises the interrupt; writing FAULT_INFO (any value) acknowledges: the
  * entry then completes (its fence is written) and the ring goes on.
- * Writing ABORT with the seqno of the entry being executed abandons it:
- * its fence is never written and the ring goes on with the next entry.
+ *
+ * Writing RESET (any value) stops the ring: the entry being executed is
+ * abandoned at its next step (the device checks at every packet and at
+ * least every ~1 ms of work inside one), its fence is never written, the
+ * entries not yet started are dropped, and a pending fault is forgotten.
+ * RESET reads 1 until the ring has stopped and touches no memory for any
+ * of those entries; HEAD and TAIL are then 0 and the ring takes new
+ * entries from slot 0 when TAIL is written.
  */
 #define RBLN_RING_REG(r, off)		(0x100 + (r) * 0x40 + (off))
 #define RBLN_RING_BASE_LO		0x00	/* RW: DMA address of the entries */
@@ -70,8 +81,7 @@
 #define RBLN_RING_FAULT_ADDR_HI		0x24
 #define RBLN_RING_FAULT_SEQNO_LO	0x28	/* RO: the faulting entry */
 #define RBLN_RING_FAULT_SEQNO_HI	0x2c
-#define RBLN_RING_ABORT_LO		0x30	/* WO: seqno to abandon; HI write acts */
-#define RBLN_RING_ABORT_HI		0x34
+#define RBLN_RING_RESET			0x30	/* W: stop; R: 1 until stopped */
 #define RBLN_RING_BUSY_NS_LO		0x38	/* RO: time spent executing, ns */
 #define RBLN_RING_BUSY_NS_HI		0x3c
 
@@ -118,10 +128,30 @@ struct rbln_ring_entry {
 #define RBLN_PTE_SYSTEM			BIT_ULL(2)	/* host memory: a DMA address */
 #define RBLN_PTE_PEER			BIT_ULL(3)	/* another NPU's memory */
 #define RBLN_PTE_ADDR_MASK		GENMASK_ULL(51, 12)
-#define RBLN_PTE_PEER_SHIFT		52		/* its bus index, 10 bits */
-#define RBLN_PTE_PEER_MASK		GENMASK_ULL(61, 52)
+#define RBLN_PTE_PEER_MASK		GENMASK_ULL(61, 52)	/* its peer slot */
 
-/* What every register reads as once the device is gone, as on PCI. */
+/*
+ * Unmapped means untouched. Translations are made per access: once the
+ * driver has cleared page table or context table entries, it writes
+ * MMU_INVALIDATE and waits until the register reads 0. From then on no
+ * access that may have used the old entries is in flight, and the memory
+ * they pointed at, or the page tables themselves, may be freed. Scrubbing
+ * and freeing come only after that.
+ *
+ * Peers. A PEER leaf entry names a slot of the peer table: an array of
+ * RBLN_MAX_PEERS u64 in host memory, each the SERIAL of the device whose
+ * memory the slot reaches, or 0. A serial is never given to two devices,
+ * even after removal, so a slot can never reach a device that replaced
+ * the one it was made for; an access through a slot whose device is gone,
+ * or whose entry is 0, faults as unmapped. Clearing an entry and
+ * invalidating revokes every mapping through it at once.
+ */
+#define RBLN_MAX_PEERS			64
+
+/*
+ * What every register reads as once the device is gone, as on PCI. By
+ * then the device touches no memory: a gone device needs no invalidation.
+ */
 #define RBLN_REG_DEAD			0xffffffffu
 
 struct rbln_hw;

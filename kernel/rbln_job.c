@@ -7,13 +7,14 @@
  * in order. A job becomes an entry on a ring with a hardware fence whose
  * seqno the device writes back; the interrupt handler signals the fences up
  * to that seqno. A fault fails the job with -EFAULT and bans its context; a
- * job that outlives the scheduler timeout is abandoned on its ring and
- * fails with -ETIMEDOUT while the ring goes on; after removal every job
+ * job that outlives the scheduler timeout fails with -ETIMEDOUT once its
+ * ring is reset, and the jobs behind it run again; after removal every job
  * fails with -ENODEV.
  */
 
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-mapping.h>
+#include <linux/iopoll.h>
 #include <linux/moduleparam.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -90,12 +91,16 @@ struct rbln_ring {
  * @base: the fence, signaled from the interrupt handler.
  * @link: in the ring's pending list while unsignaled.
  * @vm: the job's context, valid until signaled (the job holds it).
+ * @cmd_va: the job's command buffer, to write its entry again after a reset.
+ * @cmd_size: its size.
  * @slot: the ring entry, for the device's busy time.
  */
 struct rbln_fence {
 	struct dma_fence base;
 	struct list_head link;
 	struct rbln_vm *vm;
+	u64 cmd_va;
+	u32 cmd_size;
 	u32 slot;
 };
 
@@ -249,13 +254,26 @@ static void rbln_irq(void *data)
 	}
 }
 
+/* The entry of @fence's job at @slot, for the device to read after TAIL. */
+static void rbln_ring_write_entry(struct rbln_ring *ring, struct rbln_fence *fence, u32 slot)
+{
+	struct rbln_ring_entry *entry = &ring->entries[slot];
+
+	lockdep_assert_held(&ring->lock);
+	fence->slot = slot;
+	entry->cmd_va = fence->cmd_va;
+	entry->cmd_size = fence->cmd_size;
+	entry->ctx = fence->vm->id;
+	entry->seqno = fence->base.seqno;
+	entry->busy_ns = 0;
+}
+
 static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 {
 	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
 	struct rbln_job *job = to_rbln_job(sched_job);
 	struct rbln_device *rdev = ring->rdev;
 	struct rbln_fence *fence = job->fence;
-	struct rbln_ring_entry *entry;
 	u32 slot, tail;
 	int idx;
 
@@ -270,13 +288,9 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 		       ++ring->seqno);
 	job->fence_armed = true;
 	fence->vm = job->vm;
-	fence->slot = slot;
-	entry = &ring->entries[slot];
-	entry->cmd_va = job->cmd_va;
-	entry->cmd_size = job->cmd_size;
-	entry->ctx = job->vm->id;
-	entry->seqno = fence->base.seqno;
-	entry->busy_ns = 0;
+	fence->cmd_va = job->cmd_va;
+	fence->cmd_size = job->cmd_size;
+	rbln_ring_write_entry(ring, fence, slot);
 	list_add_tail(&fence->link, &ring->pending);
 	dma_fence_get(&fence->base);
 	tail = (slot + 1) % RBLN_RING_ENTRIES;
@@ -291,6 +305,52 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	return dma_fence_get(&fence->base);
 }
 
+/*
+ * Stops @ring in hardware and waits until the device confirms: from then
+ * on nothing of the entries on it runs or touches memory (rbln_hw.h).
+ */
+static void rbln_ring_reset(struct rbln_ring *ring)
+{
+	struct rbln_hw *hw = ring->rdev->hw;
+	u32 reg = RBLN_RING_REG(ring->index, RBLN_RING_RESET), busy;
+
+	rbln_hw_write(hw, reg, 1);
+	/* The device owns the memory until it answers: no timeout can free it. */
+	read_poll_timeout(rbln_hw_read, busy, busy != 1, 50, 0, false, hw, reg);
+}
+
+/*
+ * After a reset: the entries not done are off the ring. The guilty one
+ * fails; the others, every context's, were not at fault and go back on in
+ * their order, from slot 0, with their fences. None of them had started,
+ * unless the guilty job finished just as the reset came: then the next one
+ * may have begun, and runs again from its start.
+ */
+static void rbln_ring_replay(struct rbln_ring *ring, struct rbln_fence *guilty)
+{
+	struct rbln_fence *fence, *tmp;
+	u32 tail = 0;
+
+	spin_lock(&ring->lock);
+	list_for_each_entry_safe(fence, tmp, &ring->pending, link) {
+		if (fence == guilty) {
+			rbln_fence_retire(ring, fence, -ETIMEDOUT);
+			continue;
+		}
+		rbln_ring_write_entry(ring, fence, tail++);
+	}
+	ring->tail = tail;
+	spin_unlock(&ring->lock);
+	dma_wmb();
+	rbln_hw_write(ring->rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_TAIL), tail);
+}
+
+/*
+ * A job ran past the timeout. The order matters: nothing it used may be
+ * released while the device can still touch it. So: stop feeding the ring,
+ * reset it and wait for the device to confirm, retire what completed
+ * meanwhile, fail the guilty job, put the innocent ones back, go on.
+ */
 static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job)
 {
 	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
@@ -309,7 +369,7 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 	if (!job->fence_armed)
 		return DRM_GPU_SCHED_STAT_NOMINAL;
 	if (!drm_dev_enter(&rdev->drm, &idx)) {
-		/* Removal fails every fence; this one may just be on its way. */
+		/* Removal stopped the device and fails every fence: maybe not this one yet. */
 		spin_lock(&ring->lock);
 		if (!list_empty(&fence->link))
 			rbln_fence_retire(ring, fence, -ENODEV);
@@ -321,17 +381,13 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 		return DRM_GPU_SCHED_STAT_NOMINAL;
 	}
 
+	drm_sched_wqueue_stop(&ring->sched);
+	rbln_ring_reset(ring);
+	rbln_ring_complete(ring);
 	/* Counted before the fence signals: whoever waits on it sees the reset. */
 	atomic_inc(&rdev->reset_count);
-	/* Abandon the entry on the device; the rest of the ring goes on. */
-	rbln_hw_write(rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_ABORT_LO),
-		      lower_32_bits(fence->base.seqno));
-	rbln_hw_write(rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_ABORT_HI),
-		      upper_32_bits(fence->base.seqno));
-	spin_lock(&ring->lock);
-	if (!list_empty(&fence->link))
-		rbln_fence_retire(ring, fence, -ETIMEDOUT);
-	spin_unlock(&ring->lock);
+	rbln_ring_replay(ring, fence);
+	drm_sched_wqueue_start(&ring->sched);
 
 	drm_warn(&rdev->drm, "ring %u: job %llu of context %u timed out; ring reset\n",
 		 ring->index, fence->base.seqno, job->vm->id);
@@ -341,9 +397,17 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 	return DRM_GPU_SCHED_STAT_NOMINAL;
 }
 
+/* A job of @vm is gone, or a submission gave up its room. */
+static void rbln_vm_room_put(struct rbln_vm *vm)
+{
+	int left = atomic_dec_return(&vm->jobs);
+
+	if (!left || left == max_jobs / 2)
+		wake_up_all(&vm->jobs_done);
+}
+
 static void rbln_job_free(struct rbln_job *job)
 {
-	int left;
 	u32 i;
 
 	for (i = 0; i < job->bo_count && job->bos[i]; i++) {
@@ -355,9 +419,7 @@ static void rbln_job_free(struct rbln_job *job)
 		dma_fence_put(&job->fence->base);
 	else
 		kfree(job->fence);
-	left = atomic_dec_return(&job->vm->jobs);
-	if (!left || left == max_jobs / 2)
-		wake_up_all(&job->vm->jobs_done);
+	rbln_vm_room_put(job->vm);
 	rbln_vm_put(job->vm);
 	kvfree(job);
 }
@@ -707,19 +769,30 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	ret = rbln_submit_check(rdev, args);
 	if (ret)
 		return ret;
-	/* Before anything is allocated: a signal leaves nothing to undo. */
-	if (atomic_read(&rfile->vm->jobs) >= max_jobs &&
+	/*
+	 * Room for the job is taken before anything is allocated, so a signal
+	 * leaves nothing to undo, and atomically, so that racing submissions
+	 * cannot all see room for one.
+	 */
+	if (!atomic_add_unless(&rfile->vm->jobs, 1, max_jobs) &&
 	    wait_event_interruptible(rfile->vm->jobs_done,
-				     atomic_read(&rfile->vm->jobs) <= max_jobs / 2))
+				     atomic_read(&rfile->vm->jobs) <= max_jobs / 2 &&
+				     atomic_add_unless(&rfile->vm->jobs, 1, max_jobs)))
 		return -ERESTARTSYS;
 	/* After the wait: a job ahead may have faulted, or the device gone. */
+	ret = -ECANCELED;
 	if (atomic_read(&rfile->vm->banned))
-		return -ECANCELED;
+		goto out_room;
+	ret = -ENODEV;
 	if (drm_dev_is_unplugged(drm))
-		return -ENODEV;
+		goto out_room;
+	ret = rbln_vm_activate(rfile->vm);
+	if (ret)
+		goto out_room;
+	ret = -ENOENT;
 	queue = rbln_queue_get(rfile, args->queue_id);
 	if (!queue)
-		return -ENOENT;
+		goto out_room;
 
 	job = kvzalloc(struct_size(job, bos, args->bo_count), GFP_KERNEL);
 	if (job) {
@@ -728,12 +801,13 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	}
 	if (!job || !job->fence) {
 		kvfree(job);
+		rbln_queue_put(queue);
 		ret = -ENOMEM;
-		goto out_queue;
+		goto out_room;
 	}
 	INIT_LIST_HEAD(&job->fence->link);
+	/* The job has the room now: freeing it gives it back. */
 	job->vm = rbln_vm_get(rfile->vm);
-	atomic_inc(&job->vm->jobs);
 	job->cmd_va = args->cmd_va;
 	job->cmd_size = args->cmd_size;
 
@@ -795,8 +869,11 @@ err_job:
 	if (signal)
 		drm_syncobj_put(signal);
 	rbln_job_free(job);
-out_queue:
 	rbln_queue_put(queue);
+	return ret;
+
+out_room:
+	rbln_vm_room_put(rfile->vm);
 	return ret;
 }
 

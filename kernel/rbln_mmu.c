@@ -10,7 +10,9 @@
  * mapping records what the device may do there; the MMU enforces it.
  */
 
+#include <linux/bitfield.h>
 #include <linux/dma-mapping.h>
+#include <linux/iopoll.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -26,6 +28,27 @@
 
 #define PT_SHIFT(level)		(PAGE_SHIFT + 9 * (level))
 #define PT_INDEX(va, level)	(((va) >> PT_SHIFT(level)) & (RBLN_PT_ENTRIES - 1))
+
+/**
+ * rbln_mmu_invalidate() - wait until the device uses no old translation
+ * @rdev: the device
+ *
+ * Call after clearing page table or context table entries and before
+ * freeing, scrubbing or reusing what they pointed at (rbln_hw.h). A device
+ * gone from the bus reads as all-ones and touches no memory any more.
+ * Sleeps.
+ */
+void rbln_mmu_invalidate(struct rbln_device *rdev)
+{
+	u32 busy;
+
+	mutex_lock(&rdev->inval_lock);
+	rbln_hw_write(rdev->hw, RBLN_REG_MMU_INVALIDATE, 1);
+	/* The device owns the memory until it answers: no timeout can free it. */
+	read_poll_timeout(rbln_hw_read, busy, busy != 1, 20, 0, false, rdev->hw,
+			  RBLN_REG_MMU_INVALIDATE);
+	mutex_unlock(&rdev->inval_lock);
+}
 
 static void rbln_mmu_fini(struct drm_device *drm, void *arg)
 {
@@ -45,7 +68,11 @@ static void rbln_mmu_fini(struct drm_device *drm, void *arg)
 int rbln_mmu_init(struct rbln_device *rdev)
 {
 	struct device *dma_dev = rdev->hw->dma_dev;
+	int ret;
 
+	ret = drmm_mutex_init(&rdev->drm, &rdev->inval_lock);
+	if (ret)
+		return ret;
 	ida_init(&rdev->ctx_ids);
 	rdev->ctx_table = dma_alloc_coherent(dma_dev, RBLN_MAX_CONTEXTS * sizeof(u64),
 					     &rdev->ctx_table_dma, GFP_KERNEL);
@@ -169,7 +196,7 @@ static int rbln_vm_bind(struct rbln_vm *vm, struct rbln_mapping *map)
 		struct rbln_device *mem = to_rbln_device(owner->base.base.dev);
 
 		if (bo->peer)
-			flags |= RBLN_PTE_PEER | (u64)mem->index << RBLN_PTE_PEER_SHIFT;
+			flags |= RBLN_PTE_PEER | FIELD_PREP(RBLN_PTE_PEER_MASK, bo->peer_slot);
 		list_for_each_entry(block, &owner->blocks, link) {
 			u64 size = gpu_buddy_block_size(&mem->mem, block);
 
@@ -182,7 +209,10 @@ static int rbln_vm_bind(struct rbln_vm *vm, struct rbln_mapping *map)
 		sgt = drm_gem_shmem_get_pages_sgt(&bo->base);
 		if (IS_ERR(sgt))
 			return PTR_ERR(sgt);
+		/* An importer's table may be longer than the object: not past it. */
 		for_each_sgtable_dma_page(sgt, &iter, 0) {
+			if (va - map->node.start >= bo->base.base.size)
+				break;
 			ret = rbln_pt_set(vm, va, sg_page_iter_dma_address(&iter), PAGE_SIZE,
 					  flags | RBLN_PTE_SYSTEM);
 			if (ret)
@@ -192,6 +222,7 @@ static int rbln_vm_bind(struct rbln_vm *vm, struct rbln_mapping *map)
 	}
 	if (ret) {
 		rbln_pt_clear(vm, map->node.start, va - map->node.start);
+		rbln_mmu_invalidate(vm->rdev);
 		return ret;
 	}
 	map->bound = true;
@@ -202,8 +233,10 @@ static int rbln_vm_bind(struct rbln_vm *vm, struct rbln_mapping *map)
  * rbln_vm_create() - a new context with an empty address space
  * @rdev: the device
  *
- * Return: the context, or an ERR_PTR: -ENOSPC when all RBLN_MAX_CONTEXTS
- * are in use.
+ * The context gets its hardware context index with its first job
+ * (rbln_vm_activate()): open files that never submit take none.
+ *
+ * Return: the context, or an ERR_PTR.
  */
 struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 {
@@ -220,22 +253,38 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 	drm_mm_init(&vm->mm, RBLN_VA_START, RBLN_VA_SIZE);
 
 	ret = rbln_pt_alloc(rdev, &vm->root, RBLN_PT_LEVELS - 1);
-	if (ret)
-		goto err_free;
-	/* Context 0 is never used: a zeroed entry means no context. */
-	ret = ida_alloc_range(&rdev->ctx_ids, 1, RBLN_MAX_CONTEXTS - 1, GFP_KERNEL);
-	if (ret < 0)
-		goto err_pt;
-	vm->id = ret;
-	WRITE_ONCE(rdev->ctx_table[vm->id], vm->root.dma);
+	if (ret) {
+		drm_mm_takedown(&vm->mm);
+		kfree(vm);
+		return ERR_PTR(ret);
+	}
 	return vm;
+}
 
-err_pt:
-	rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
-err_free:
-	drm_mm_takedown(&vm->mm);
-	kfree(vm);
-	return ERR_PTR(ret);
+/**
+ * rbln_vm_activate() - give @vm a hardware context, for its first job
+ * @vm: the address space
+ *
+ * Return: 0, or -ENOSPC when all RBLN_MAX_CONTEXTS - 1 contexts of the
+ * device belong to files that have submitted.
+ */
+int rbln_vm_activate(struct rbln_vm *vm)
+{
+	struct rbln_device *rdev = vm->rdev;
+	int ret = 0;
+
+	mutex_lock(&vm->lock);
+	if (!vm->id) {
+		/* Context 0 is never used: a zeroed entry means no context. */
+		ret = ida_alloc_range(&rdev->ctx_ids, 1, RBLN_MAX_CONTEXTS - 1, GFP_KERNEL);
+		if (ret >= 0) {
+			vm->id = ret;
+			WRITE_ONCE(rdev->ctx_table[vm->id], vm->root.dma);
+			ret = 0;
+		}
+	}
+	mutex_unlock(&vm->lock);
+	return ret;
 }
 
 static void rbln_vm_release(struct kref *ref)
@@ -243,9 +292,12 @@ static void rbln_vm_release(struct kref *ref)
 	struct rbln_vm *vm = container_of(ref, struct rbln_vm, ref);
 	struct rbln_device *rdev = vm->rdev;
 
-	/* No job of the context runs any more: the device is done with it. */
-	WRITE_ONCE(rdev->ctx_table[vm->id], 0);
-	ida_free(&rdev->ctx_ids, vm->id);
+	/* No job of the context runs any more; nothing may walk its tables. */
+	if (vm->id) {
+		WRITE_ONCE(rdev->ctx_table[vm->id], 0);
+		rbln_mmu_invalidate(rdev);
+		ida_free(&rdev->ctx_ids, vm->id);
+	}
 	rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
 	drm_mm_takedown(&vm->mm);
 	mutex_destroy(&vm->lock);
@@ -376,8 +428,11 @@ void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo)
 		mutex_unlock(&vm->lock);
 		return;
 	}
-	if (map->bound)
+	/* Only then may the memory go: its handle and its jobs are gone. */
+	if (map->bound) {
 		rbln_pt_clear(vm, map->node.start, bo->base.base.size);
+		rbln_mmu_invalidate(vm->rdev);
+	}
 	drm_mm_remove_node(&map->node);
 	mutex_lock(&bo->map_lock);
 	list_del(&map->bo_link);

@@ -44,7 +44,8 @@ struct rbln_pt {
  * struct rbln_vm - one file's device context: its address space
  * @ref: held by the file and by every job of the context.
  * @rdev: the device.
- * @id: the context's index in the device's context table.
+ * @id: the context's index in the device's context table; 0 until its
+ *	first job (rbln_vm_activate()), fixed after.
  * @lock: protects @mm, @root and every mapping's @users and @bound. Taken
  *	before a buffer object's map_lock.
  * @mm: allocator of the virtual range; each node is a struct rbln_mapping.
@@ -95,7 +96,9 @@ struct rbln_mapping {
 struct rbln_device;
 
 int rbln_mmu_init(struct rbln_device *rdev);
+void rbln_mmu_invalidate(struct rbln_device *rdev);
 struct rbln_vm *rbln_vm_create(struct rbln_device *rdev);
+int rbln_vm_activate(struct rbln_vm *vm);
 void rbln_vm_put(struct rbln_vm *vm);
 int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo);
 int rbln_vm_use(struct rbln_vm *vm, struct rbln_bo *bo);

@@ -59,6 +59,9 @@ static bool rbln_emu_enabled;
 static refcount_t rbln_emu_live;
 static DECLARE_COMPLETION(rbln_emu_all_released);
 
+/* Serials are never reused, not even across removals: peers tell them apart. */
+static atomic64_t rbln_emu_serials;
+
 static struct rbln_emu_dev *to_emu(struct device *dev)
 {
 	return container_of(dev, struct rbln_emu_dev, dev);
@@ -114,6 +117,16 @@ static u32 rbln_emu_read32(struct rbln_hw *hw, u32 reg)
 		return lower_32_bits(READ_ONCE(edev->ctx_table));
 	case RBLN_REG_CTX_TABLE_HI:
 		return upper_32_bits(READ_ONCE(edev->ctx_table));
+	case RBLN_REG_MMU_INVALIDATE:
+		return rbln_emu_invalidate_busy(edev);
+	case RBLN_REG_SERIAL_LO:
+		return lower_32_bits(edev->serial);
+	case RBLN_REG_SERIAL_HI:
+		return upper_32_bits(edev->serial);
+	case RBLN_REG_PEER_TABLE_LO:
+		return lower_32_bits(READ_ONCE(edev->peer_table));
+	case RBLN_REG_PEER_TABLE_HI:
+		return upper_32_bits(READ_ONCE(edev->peer_table));
 	default:
 		/* Unimplemented registers read as zero, as on most silicon. */
 		return 0;
@@ -146,6 +159,16 @@ static void rbln_emu_write32(struct rbln_hw *hw, u32 reg, u32 val)
 	case RBLN_REG_CTX_TABLE_HI:
 		WRITE_ONCE(edev->ctx_table,
 			   (edev->ctx_table & GENMASK_ULL(31, 0)) | (u64)val << 32);
+		break;
+	case RBLN_REG_PEER_TABLE_LO:
+		WRITE_ONCE(edev->peer_table, (edev->peer_table & GENMASK_ULL(63, 32)) | val);
+		break;
+	case RBLN_REG_PEER_TABLE_HI:
+		WRITE_ONCE(edev->peer_table,
+			   (edev->peer_table & GENMASK_ULL(31, 0)) | (u64)val << 32);
+		break;
+	case RBLN_REG_MMU_INVALIDATE:
+		rbln_emu_invalidate_start(edev);
 		break;
 	case RBLN_REG_SCRUB_ADDR_LO:
 		edev->scrub_addr = (edev->scrub_addr & GENMASK_ULL(63, 32)) | val;
@@ -193,18 +216,18 @@ static const struct rbln_hw_ops rbln_emu_hw_ops = {
 };
 
 /**
- * rbln_emu_get_by_index() - a present device, for peer-to-peer access
- * @index: its bus index
+ * rbln_emu_get_by_serial() - a device not being removed, for peer access
+ * @serial: its SERIAL
  *
  * Return: the device with a reference the caller puts, or NULL.
  */
-struct rbln_emu_dev *rbln_emu_get_by_index(u32 index)
+struct rbln_emu_dev *rbln_emu_get_by_serial(u64 serial)
 {
 	struct rbln_emu_dev *edev, *found = NULL;
 
 	spin_lock(&rbln_emu_list_lock);
 	list_for_each_entry(edev, &rbln_emu_list, list) {
-		if (edev->dev.id == index && READ_ONCE(edev->present)) {
+		if (edev->serial == serial && !READ_ONCE(edev->stopping)) {
 			found = edev;
 			get_device(&edev->dev);
 			break;
@@ -272,6 +295,7 @@ static int rbln_emu_dev_new(unsigned int id, unsigned int mem_mib)
 	edev->hw.ops = &rbln_emu_hw_ops;
 	edev->hw.dma_dev = &edev->dev;
 	edev->mem_size = (u64)mem_mib * SZ_1M;
+	edev->serial = atomic64_inc_return(&rbln_emu_serials);
 	edev->present = true;
 	spin_lock_init(&edev->irq_lock);
 	xa_init(&edev->dram);
@@ -283,6 +307,8 @@ static int rbln_emu_dev_new(unsigned int id, unsigned int mem_mib)
 
 	/* It masters DMA with 64-bit addresses and no IOMMU, like a PCIe NPU. */
 	edev->dev.dma_mask = &edev->dev.coherent_dma_mask;
+	edev->dev.dma_parms = &edev->dma_parms;
+	dma_set_max_seg_size(&edev->dev, UINT_MAX);
 	ret = dma_coerce_mask_and_coherent(&edev->dev, DMA_BIT_MASK(64));
 	if (!ret)
 		ret = rbln_emu_cp_init(edev);
@@ -309,6 +335,13 @@ static void rbln_emu_dev_del(struct rbln_emu_dev *edev)
 	spin_lock(&rbln_emu_list_lock);
 	list_del(&edev->list);
 	spin_unlock(&rbln_emu_list_lock);
+	/*
+	 * As silicon falling off the bus: from the moment its registers read
+	 * dead, it touches no memory. So first no access may start, then
+	 * those under way end, and only then do the registers die.
+	 */
+	WRITE_ONCE(edev->stopping, true);
+	rbln_emu_drain_accesses(edev);
 	WRITE_ONCE(edev->present, false);
 	rbln_emu_cp_stop(edev);
 	ida_free(&rbln_emu_ids, edev->dev.id);

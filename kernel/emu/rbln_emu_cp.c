@@ -6,9 +6,10 @@
  * concurrently. A ring's work runs entries from HEAD to TAIL: it fetches
  * the command buffer through the entry's context, executes its packets,
  * writes the entry's seqno to the fence slot and raises the interrupt. A
- * fault stops the ring until the driver acknowledges it; an abort abandons
- * the entry being executed. Waits are TASK_IDLE: a hung job is a state of
- * the device, not a blocked task.
+ * fault stops the ring until the driver acknowledges it. Waits are
+ * TASK_IDLE: a hung job is a state of the device, not a blocked task. A
+ * reset stops the ring at the next step of whatever it runs and drops its
+ * entries.
  */
 
 #include <linux/ktime.h>
@@ -18,24 +19,22 @@
 
 #include "rbln_emu_internal.h"
 
-bool rbln_emu_ring_aborted(struct rbln_emu_ring *ring, u64 seqno)
+/**
+ * rbln_emu_ring_stopped() - must the command processor stop what it does?
+ * @ring: the ring
+ *
+ * Lockless: read at every step of long work.
+ *
+ * Return: true once a reset is asked for or the device is being removed.
+ */
+bool rbln_emu_ring_stopped(struct rbln_emu_ring *ring)
 {
-	bool aborted;
-
-	spin_lock(&ring->lock);
-	aborted = ring->abort_pending && ring->abort_seqno == seqno;
-	spin_unlock(&ring->lock);
-	return aborted || !READ_ONCE(ring->edev->present);
+	return READ_ONCE(ring->reset) || READ_ONCE(ring->edev->stopping);
 }
 
-static bool rbln_emu_fault_acked(struct rbln_emu_ring *ring, u64 seqno)
+static bool rbln_emu_fault_acked(struct rbln_emu_ring *ring)
 {
-	bool acked;
-
-	spin_lock(&ring->lock);
-	acked = !(ring->fault_info & RBLN_FAULT_VALID);
-	spin_unlock(&ring->lock);
-	return acked || rbln_emu_ring_aborted(ring, seqno);
+	return !(READ_ONCE(ring->fault_info) & RBLN_FAULT_VALID) || rbln_emu_ring_stopped(ring);
 }
 
 /* Runs one entry: 0, RBLN_EMU_ABORTED or a RBLN_FAULT_*. */
@@ -48,7 +47,7 @@ static int rbln_emu_run_entry(struct rbln_emu_ring *ring, struct rbln_ring_entry
 	int ret;
 
 	*fault_addr = entry->cmd_va;
-	ret = rbln_emu_ctx_init(&ctx, edev, entry->ctx);
+	ret = rbln_emu_ctx_init(&ctx, ring, entry->ctx);
 	if (ret)
 		return ret;
 	if (!entry->cmd_size || entry->cmd_size > RBLN_EMU_MAX_CMD_SIZE ||
@@ -56,7 +55,7 @@ static int rbln_emu_run_entry(struct rbln_emu_ring *ring, struct rbln_ring_entry
 		return RBLN_FAULT_MALFORMED;
 
 	if (atomic_fetch_andnot(RBLN_INJECT_HANG, &edev->inject) & RBLN_INJECT_HANG) {
-		wait_event_idle(ring->wq, rbln_emu_ring_aborted(ring, entry->seqno));
+		wait_event_idle(ring->wq, rbln_emu_ring_stopped(ring));
 		return RBLN_EMU_ABORTED;
 	}
 	if (atomic_fetch_andnot(RBLN_INJECT_FAULT, &edev->inject) & RBLN_INJECT_FAULT)
@@ -71,13 +70,25 @@ static int rbln_emu_run_entry(struct rbln_emu_ring *ring, struct rbln_ring_entry
 	}
 	ret = rbln_emu_read(&ctx, entry->cmd_va, cmd, entry->cmd_size);
 	if (!ret)
-		ret = rbln_emu_exec(ring, &ctx, entry->seqno, entry->cmd_va, cmd,
-				    entry->cmd_size);
+		ret = rbln_emu_exec(&ctx, entry->cmd_va, cmd, entry->cmd_size);
 	if (cmd != ring->cmd_buf)
 		kvfree(cmd);
 	if (ret > 0)
 		*fault_addr = ctx.fault_addr;
 	return ret;
+}
+
+/*
+ * A reset asked for: whatever ran has stopped (its steps check), so drop
+ * every entry and any fault. The waiting driver sees RESET read 0 after.
+ */
+static void rbln_emu_ring_do_reset(struct rbln_emu_ring *ring)
+{
+	lockdep_assert_held(&ring->lock);
+	ring->head = 0;
+	ring->tail = 0;
+	ring->fault_info = 0;
+	WRITE_ONCE(ring->reset, false);
 }
 
 static void rbln_emu_ring_work(struct work_struct *work)
@@ -92,8 +103,10 @@ static void rbln_emu_ring_work(struct work_struct *work)
 
 	for (;;) {
 		spin_lock(&ring->lock);
+		if (ring->reset)
+			rbln_emu_ring_do_reset(ring);
 		head = ring->head;
-		if (!ring->enabled || !READ_ONCE(edev->present) || head == ring->tail) {
+		if (!ring->enabled || READ_ONCE(edev->stopping) || head == ring->tail) {
 			spin_unlock(&ring->lock);
 			if (moderated)
 				rbln_emu_raise_irq(edev, ring->index);
@@ -114,22 +127,18 @@ static void rbln_emu_ring_work(struct work_struct *work)
 			ring->fault_seqno = entry.seqno;
 			spin_unlock(&ring->lock);
 			rbln_emu_raise_irq(edev, ring->index);
-			wait_event_idle(ring->wq, rbln_emu_fault_acked(ring, entry.seqno));
+			wait_event_idle(ring->wq, rbln_emu_fault_acked(ring));
 		}
-		if (!READ_ONCE(edev->present))
-			return;
 
 		spin_lock(&ring->lock);
+		/* Stopped under way: the entry is abandoned, no fence. */
+		if (ring->reset || READ_ONCE(edev->stopping)) {
+			spin_unlock(&ring->lock);
+			continue;
+		}
 		ring->busy_ns += busy;
 		ring->head = (head + 1) % RBLN_RING_ENTRIES;
-		if (ring->abort_pending && ring->abort_seqno == entry.seqno) {
-			ret = RBLN_EMU_ABORTED;
-			ring->fault_info = 0;
-		}
-		ring->abort_pending = false;
 		spin_unlock(&ring->lock);
-		if (ret == RBLN_EMU_ABORTED)
-			continue;
 
 		WRITE_ONCE(slot->busy_ns, busy);
 		/* The fence is the last thing the driver reads of the entry. */
@@ -192,6 +201,9 @@ u32 rbln_emu_ring_read(struct rbln_emu_ring *ring, u32 off)
 	case RBLN_RING_FAULT_SEQNO_HI:
 		val = upper_32_bits(ring->fault_seqno);
 		break;
+	case RBLN_RING_RESET:
+		val = ring->reset;
+		break;
 	case RBLN_RING_BUSY_NS_LO:
 		val = lower_32_bits(ring->busy_ns);
 		break;
@@ -236,13 +248,11 @@ void rbln_emu_ring_write(struct rbln_emu_ring *ring, u32 off, u32 val)
 		ring->fault_info = 0;
 		wake = true;
 		break;
-	case RBLN_RING_ABORT_LO:
-		ring->abort_lo = val;
-		break;
-	case RBLN_RING_ABORT_HI:
-		ring->abort_seqno = (u64)val << 32 | ring->abort_lo;
-		ring->abort_pending = true;
+	case RBLN_RING_RESET:
+		/* The command processor does it, once what runs has stopped. */
+		WRITE_ONCE(ring->reset, true);
 		wake = true;
+		kick = true;
 		break;
 	default:
 		break;
@@ -285,8 +295,8 @@ int rbln_emu_cp_init(struct rbln_emu_dev *edev)
 }
 
 /*
- * After @edev->present went false: wake every waiting ring and wait until
- * no command processor runs. From here on the device touches no memory.
+ * After @edev->stopping was set: wake every waiting ring and wait until no
+ * command processor runs.
  */
 void rbln_emu_cp_stop(struct rbln_emu_dev *edev)
 {

@@ -6,7 +6,8 @@
  * works on bounded chunks: operands are gathered through the MMU into the
  * ring's scratch buffers, the ALU runs between kernel_fpu_begin() and
  * kernel_fpu_end() (preemption is off there, so each stretch is short), and
- * results are scattered back. An abort is honoured between chunks.
+ * results are scattered back. A reset or a removal is honoured at every
+ * packet and between chunks and tiles: no packet runs for long unchecked.
  */
 
 #include <linux/bits.h>
@@ -31,13 +32,13 @@
 struct rbln_emu_job {
 	struct rbln_emu_ring *ring;
 	struct rbln_emu_ctx *ctx;
-	u64 seqno;
 };
 
-static int rbln_emu_check_abort(struct rbln_emu_job *job)
+/* Between two bounded steps of work: give way, and stop when told to. */
+static int rbln_emu_check_stop(struct rbln_emu_job *job)
 {
 	cond_resched();
-	return rbln_emu_ring_aborted(job->ring, job->seqno) ? RBLN_EMU_ABORTED : 0;
+	return rbln_emu_ring_stopped(job->ring) ? RBLN_EMU_ABORTED : 0;
 }
 
 /* @count elements of @dtype at @va: aligned and of a sane size, or malformed. */
@@ -124,7 +125,7 @@ static int rbln_emu_elementwise(struct rbln_emu_job *job, u32 header, u32 scalar
 		kernel_fpu_end();
 
 		ret = rbln_emu_write(job->ctx, dst + done * out_size, buf[2], chunk * out_size) ?:
-		      rbln_emu_check_abort(job);
+		      rbln_emu_check_stop(job);
 		if (ret)
 			return ret;
 	}
@@ -160,12 +161,15 @@ static int rbln_emu_reduce(struct rbln_emu_job *job, const struct rbln_pkt_reduc
 			kernel_fpu_begin();
 			rbln_alu_reduce_step(op, dtype, &acc, buf[0], chunk);
 			kernel_fpu_end();
+			ret = rbln_emu_check_stop(job);
+			if (ret)
+				return ret;
 		}
 		kernel_fpu_begin();
 		rbln_alu_reduce_finish(op, dtype, &acc, buf[2]);
 		kernel_fpu_end();
 		ret = rbln_emu_write(job->ctx, p->dst + r * size, buf[2], size) ?:
-		      rbln_emu_check_abort(job);
+		      rbln_emu_check_stop(job);
 		if (ret)
 			return ret;
 	}
@@ -238,6 +242,9 @@ static int rbln_emu_gemm_block(struct rbln_emu_job *job, const struct rbln_pkt_g
 		kernel_fpu_begin();
 		rbln_alu_gemm_tile(in, a, b, acc, tm, tn, tk);
 		kernel_fpu_end();
+		ret = rbln_emu_check_stop(job);
+		if (ret)
+			return ret;
 	}
 
 	kernel_fpu_begin();
@@ -249,7 +256,7 @@ static int rbln_emu_gemm_block(struct rbln_emu_job *job, const struct rbln_pkt_g
 		if (ret)
 			return ret;
 	}
-	return rbln_emu_check_abort(job);
+	return 0;
 }
 
 static int rbln_emu_gemm(struct rbln_emu_job *job, const struct rbln_pkt_gemm *p)
@@ -275,7 +282,8 @@ static int rbln_emu_gemm(struct rbln_emu_job *job, const struct rbln_pkt_gemm *p
 	for (i0 = 0; i0 < p->m; i0 += GEMM_TM) {
 		for (j0 = 0; j0 < p->n; j0 += GEMM_TN) {
 			ret = rbln_emu_gemm_block(job, p, i0, j0, min_t(u32, p->m - i0, GEMM_TM),
-						  min_t(u32, p->n - j0, GEMM_TN));
+						  min_t(u32, p->n - j0, GEMM_TN)) ?:
+			      rbln_emu_check_stop(job);
 			if (ret)
 				return ret;
 		}
@@ -380,9 +388,8 @@ static int rbln_emu_packet(struct rbln_emu_job *job, const void *pkt)
 
 /**
  * rbln_emu_exec() - run the packets of a command buffer
- * @ring: the ring it runs on, for its scratch buffers and aborts
- * @ctx: the submitting context's memory
- * @seqno: the entry's seqno, for aborts
+ * @ctx: the submitting context's memory, on the ring it runs on (for its
+ *	scratch buffers and its resets)
  * @cmd_va: the command buffer's device address, for fault reports
  * @cmd: the command buffer, copied from device memory
  * @size: its size, a multiple of 8
@@ -390,14 +397,16 @@ static int rbln_emu_packet(struct rbln_emu_job *job, const void *pkt)
  * Return: 0, RBLN_EMU_ABORTED, or the RBLN_FAULT_* that stopped it, with
  * the faulting address (the packet's, for a bad packet) in @ctx.
  */
-int rbln_emu_exec(struct rbln_emu_ring *ring, struct rbln_emu_ctx *ctx, u64 seqno,
-		  u64 cmd_va, const void *cmd, u32 size)
+int rbln_emu_exec(struct rbln_emu_ctx *ctx, u64 cmd_va, const void *cmd, u32 size)
 {
-	struct rbln_emu_job job = { .ring = ring, .ctx = ctx, .seqno = seqno };
+	struct rbln_emu_job job = { .ring = ctx->ring, .ctx = ctx };
 	u32 off = 0, header, len;
 	int ret;
 
 	while (off < size) {
+		ret = rbln_emu_check_stop(&job);
+		if (ret)
+			return ret;
 		header = *(const u32 *)(cmd + off);
 		len = RBLN_PKT_LEN8(header) * 8;
 		ctx->fault_addr = cmd_va + off;

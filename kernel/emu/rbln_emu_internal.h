@@ -20,7 +20,7 @@
 
 /* What executing a command buffer ended with, besides RBLN_FAULT_*. */
 #define RBLN_EMU_DONE		0
-#define RBLN_EMU_ABORTED	(-1)
+#define RBLN_EMU_ABORTED	(-1)	/* reset or removed: no fence */
 
 struct rbln_emu_dev;
 
@@ -29,19 +29,21 @@ struct rbln_emu_dev;
  * @edev: the device.
  * @index: ring number.
  * @work: the command processor, on the device's workqueue.
- * @wq: woken on abort, acknowledged fault and removal.
+ * @wq: woken on reset, acknowledged fault and removal.
+ * @access: odd while the command processor accesses memory through a
+ *	translation; counts accesses (rbln_emu_invalidate_busy()).
+ * @inval_snap: @access when MMU_INVALIDATE was last written.
  * @lock: protects the register state below.
  * @base: RING_BASE, DMA address of the entries.
  * @fence: RING_FENCE, DMA address of the fence slot.
  * @head: RING_HEAD.
  * @tail: RING_TAIL.
  * @enabled: RING_ENABLE.
+ * @reset: RING_RESET: a reset is asked for and not done. Read without
+ *	the lock by the command processor's checks.
  * @fault_info: RING_FAULT_INFO, RBLN_FAULT_VALID while unacknowledged.
  * @fault_addr: RING_FAULT_ADDR.
  * @fault_seqno: RING_FAULT_SEQNO.
- * @abort_lo: low half of an ABORT write, until the high half comes.
- * @abort_seqno: entry to abandon.
- * @abort_pending: @abort_seqno is meaningful.
  * @busy_ns: RING_BUSY_NS.
  * @buf: scratch buffers of the command processor, RBLN_EMU_BUF_BYTES each.
  * @cmd_buf: where command buffers up to RBLN_EMU_BUF_BYTES are fetched.
@@ -51,6 +53,8 @@ struct rbln_emu_ring {
 	unsigned int index;
 	struct work_struct work;
 	wait_queue_head_t wq;
+	atomic_t access;
+	int inval_snap;
 
 	spinlock_t lock; /* protects the registers */
 	u64 base;
@@ -58,12 +62,10 @@ struct rbln_emu_ring {
 	u32 head;
 	u32 tail;
 	bool enabled;
+	bool reset;
 	u32 fault_info;
 	u64 fault_addr;
 	u64 fault_seqno;
-	u32 abort_lo;
-	u64 abort_seqno;
-	bool abort_pending;
 	u64 busy_ns;
 
 	void *buf[3];
@@ -85,16 +87,20 @@ struct rbln_emu_ring {
  * @hw: what the driver holds; the register accessors.
  * @list: link in the list of devices, under the bus lock.
  * @mem_size: device memory capacity, bytes; fixed at creation.
- * @present: false once removed: registers read as RBLN_REG_DEAD and the
- *	command processors stop.
+ * @present: false once removed: registers read as RBLN_REG_DEAD. By
+ *	then no access is in flight and none starts.
+ * @stopping: set first on removal: accesses refuse to start.
+ * @serial: SERIAL register, never given to another device.
  * @scratch: the scratch register.
  * @ctx_table: CTX_TABLE register.
+ * @peer_table: PEER_TABLE register.
  * @scrub_addr: SCRUB_ADDR register.
  * @scrub_size: SCRUB_SIZE register.
  * @inject: pending RBLN_INJECT_* test hooks.
  * @irq_status: IRQ_STATUS register.
  * @irq_lock: serialises interrupt delivery.
  * @dram: device memory pages by page number, allocated on first write.
+ * @dma_parms: what it can map in one segment: anything.
  * @wq: runs the command processors, one work item per ring.
  * @rings: the command rings.
  */
@@ -104,20 +110,24 @@ struct rbln_emu_dev {
 	struct list_head list;
 	u64 mem_size;
 	bool present;
+	bool stopping;
+	u64 serial;
 	u32 scratch;
 	u64 ctx_table;
+	u64 peer_table;
 	u64 scrub_addr;
 	u64 scrub_size;
 	atomic_t inject;
 	atomic_t irq_status;
 	spinlock_t irq_lock; /* serialises the driver's handler */
 	struct xarray dram;
+	struct device_dma_parameters dma_parms;
 	struct workqueue_struct *wq;
 	struct rbln_emu_ring rings[RBLN_EMU_NUM_RINGS];
 };
 
 /* rbln_emu.c */
-struct rbln_emu_dev *rbln_emu_get_by_index(u32 index);
+struct rbln_emu_dev *rbln_emu_get_by_serial(u64 serial);
 void rbln_emu_raise_irq(struct rbln_emu_dev *edev, unsigned int ring);
 
 /* rbln_emu_cp.c */
@@ -126,16 +136,21 @@ void rbln_emu_cp_stop(struct rbln_emu_dev *edev);
 void rbln_emu_cp_fini(struct rbln_emu_dev *edev);
 u32 rbln_emu_ring_read(struct rbln_emu_ring *ring, u32 off);
 void rbln_emu_ring_write(struct rbln_emu_ring *ring, u32 off, u32 val);
-bool rbln_emu_ring_aborted(struct rbln_emu_ring *ring, u64 seqno);
+bool rbln_emu_ring_stopped(struct rbln_emu_ring *ring);
 
-/* rbln_emu_mem.c: the memory system as seen from one context */
+/* rbln_emu_mem.c: the memory system as seen from one context of a ring */
 struct rbln_emu_ctx {
+	struct rbln_emu_ring *ring;
 	struct rbln_emu_dev *edev;
-	u64 root;		/* DMA address of the top-level page table */
+	u32 index;		/* in the context table */
 	u64 fault_addr;		/* set with a fault */
+	struct rbln_emu_dev *peer;	/* held during an access through a peer slot */
 };
 
-int rbln_emu_ctx_init(struct rbln_emu_ctx *ctx, struct rbln_emu_dev *edev, u32 index);
+int rbln_emu_ctx_init(struct rbln_emu_ctx *ctx, struct rbln_emu_ring *ring, u32 index);
+void rbln_emu_invalidate_start(struct rbln_emu_dev *edev);
+bool rbln_emu_invalidate_busy(struct rbln_emu_dev *edev);
+void rbln_emu_drain_accesses(struct rbln_emu_dev *edev);
 int rbln_emu_read(struct rbln_emu_ctx *ctx, u64 va, void *buf, u64 len);
 int rbln_emu_write(struct rbln_emu_ctx *ctx, u64 va, const void *buf, u64 len);
 int rbln_emu_copy(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len);
@@ -145,7 +160,6 @@ void rbln_emu_dram_scrub(struct rbln_emu_dev *edev, u64 addr, u64 size);
 void *rbln_emu_host_ptr(u64 dma_addr);
 
 /* rbln_emu_exec.c: the packets */
-int rbln_emu_exec(struct rbln_emu_ring *ring, struct rbln_emu_ctx *ctx, u64 seqno,
-		  u64 cmd_va, const void *cmd, u32 size);
+int rbln_emu_exec(struct rbln_emu_ctx *ctx, u64 cmd_va, const void *cmd, u32 size);
 
 #endif /* __RBLN_EMU_INTERNAL_H__ */

@@ -9,8 +9,14 @@
  * translation or a write to a read-only page. Host memory is reached by its
  * DMA address: the emulated device sits behind no IOMMU, so a DMA address
  * is a physical address.
+ *
+ * A translation lives for one access: one run of bytes within a page,
+ * walked, used and forgotten inside an access section of its ring. That is
+ * what lets MMU_INVALIDATE promise that nothing uses an old translation
+ * once it reads 0: it waits for the sections open when it was written.
  */
 
+#include <linux/bitfield.h>
 #include <linux/highmem.h>
 #include <linux/io.h>
 #include <linux/minmax.h>
@@ -84,33 +90,124 @@ void rbln_emu_dram_free(struct rbln_emu_dev *edev)
 	xa_destroy(&edev->dram);
 }
 
-int rbln_emu_ctx_init(struct rbln_emu_ctx *ctx, struct rbln_emu_dev *edev, u32 index)
+int rbln_emu_ctx_init(struct rbln_emu_ctx *ctx, struct rbln_emu_ring *ring, u32 index)
 {
-	u64 *table;
-
-	ctx->edev = edev;
+	ctx->ring = ring;
+	ctx->edev = ring->edev;
+	ctx->index = index;
 	ctx->fault_addr = 0;
-	if (!edev->ctx_table || index >= RBLN_MAX_CONTEXTS)
+	ctx->peer = NULL;
+	if (!READ_ONCE(ctx->edev->ctx_table) || !index || index >= RBLN_MAX_CONTEXTS)
 		return RBLN_FAULT_BAD_CONTEXT;
-	table = rbln_emu_host_ptr(edev->ctx_table);
-	ctx->root = READ_ONCE(table[index]);
-	return ctx->root ? 0 : RBLN_FAULT_BAD_CONTEXT;
+	return 0;
 }
 
 /*
- * Translates @va for an access of up to @len bytes. On success *@ptr points
- * at the bytes and *@run says how many are contiguous there (to the end of
- * the page at most); *@ptr is NULL for a DRAM page never written, read as
- * zeros. Returns 0 or a RBLN_FAULT_*, with the address in ctx->fault_addr.
+ * Access sections. A ring's counter is odd inside one. The full barriers
+ * pair with the one in rbln_emu_invalidate_start(): either the invalidation
+ * sees the section open and waits for it, or the section sees the cleared
+ * entries.
+ */
+static int rbln_emu_access_begin(struct rbln_emu_ctx *ctx)
+{
+	atomic_inc(&ctx->ring->access);
+	/* Open before reading any table entry; pairs with invalidate_start(). */
+	smp_mb__after_atomic();
+	if (!READ_ONCE(ctx->edev->stopping))
+		return 0;
+	/* Nothing was read: the section closes at once. */
+	smp_mb__before_atomic();
+	atomic_inc(&ctx->ring->access);
+	return RBLN_EMU_ABORTED;
+}
+
+static void rbln_emu_access_end(struct rbln_emu_ctx *ctx)
+{
+	if (ctx->peer) {
+		put_device(&ctx->peer->dev);
+		ctx->peer = NULL;
+	}
+	/* Every byte of the access is done before the section reads closed. */
+	smp_mb__before_atomic();
+	atomic_inc(&ctx->ring->access);
+}
+
+/**
+ * rbln_emu_invalidate_start() - MMU_INVALIDATE was written
+ * @edev: the device
+ *
+ * Notes which rings are inside an access now: those sections may hold a
+ * translation made before the driver's last page table update.
+ */
+void rbln_emu_invalidate_start(struct rbln_emu_dev *edev)
+{
+	unsigned int r;
+
+	/* The driver's cleared entries before the counters; pairs with access_begin(). */
+	smp_mb();
+	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++)
+		WRITE_ONCE(edev->rings[r].inval_snap, atomic_read(&edev->rings[r].access));
+}
+
+/* MMU_INVALIDATE reads 1 while a section noted at its write is still open. */
+bool rbln_emu_invalidate_busy(struct rbln_emu_dev *edev)
+{
+	unsigned int r;
+
+	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++) {
+		int snap = READ_ONCE(edev->rings[r].inval_snap);
+
+		if ((snap & 1) && atomic_read(&edev->rings[r].access) == snap)
+			return true;
+	}
+	return false;
+}
+
+/* After @edev->stopping is set: returns once no access is in flight. */
+void rbln_emu_drain_accesses(struct rbln_emu_dev *edev)
+{
+	unsigned int r;
+
+	/* @stopping before the counters: a section opened after sees it. */
+	smp_mb();
+	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++)
+		while (atomic_read(&edev->rings[r].access) & 1)
+			cond_resched();
+}
+
+/* The device a peer slot of @edev reaches, held, or NULL. */
+static struct rbln_emu_dev *rbln_emu_peer(struct rbln_emu_dev *edev, unsigned int slot)
+{
+	u64 table = READ_ONCE(edev->peer_table), serial;
+
+	if (!table || slot >= RBLN_MAX_PEERS)
+		return NULL;
+	serial = READ_ONCE(((u64 *)rbln_emu_host_ptr(table))[slot]);
+	return serial ? rbln_emu_get_by_serial(serial) : NULL;
+}
+
+/*
+ * Translates @va for an access of up to @len bytes, inside an access
+ * section. On success *@ptr points at the bytes and *@run says how many are
+ * contiguous there (to the end of the page at most); *@ptr is NULL for a
+ * DRAM page never written, read as zeros. Returns 0 or a RBLN_FAULT_*,
+ * with the address in ctx->fault_addr. The context's root is read anew
+ * each time: a banned or released context stops at its next access.
  */
 static int rbln_emu_translate(struct rbln_emu_ctx *ctx, u64 va, u64 len, bool write,
 			      void **ptr, u64 *run)
 {
-	u64 entry = ctx->root | RBLN_PTE_VALID, offset = va & (PAGE_SIZE - 1);
-	struct rbln_emu_dev *owner = ctx->edev, *peer = NULL;
+	u64 *ctx_table = rbln_emu_host_ptr(READ_ONCE(ctx->edev->ctx_table));
+	u64 entry = READ_ONCE(ctx_table[ctx->index]), offset = va & (PAGE_SIZE - 1);
+	struct rbln_emu_dev *owner = ctx->edev;
 	int level;
 	void *page;
 
+	if (!entry) {
+		ctx->fault_addr = va;
+		return RBLN_FAULT_BAD_CONTEXT;
+	}
+	entry |= RBLN_PTE_VALID;
 	if (va >> 48)
 		goto unmapped;
 	for (level = RBLN_PT_LEVELS - 1; level >= 0; level--) {
@@ -132,20 +229,15 @@ static int rbln_emu_translate(struct rbln_emu_ctx *ctx, u64 va, u64 len, bool wr
 		return 0;
 	}
 	if (entry & RBLN_PTE_PEER) {
-		peer = rbln_emu_get_by_index((entry & RBLN_PTE_PEER_MASK) >> RBLN_PTE_PEER_SHIFT);
-		if (!peer)
+		/* Held until the access ends: its DRAM stays while we touch it. */
+		ctx->peer = rbln_emu_peer(ctx->edev, FIELD_GET(RBLN_PTE_PEER_MASK, entry));
+		if (!ctx->peer)
 			goto unmapped;
-		owner = peer;
+		owner = ctx->peer;
 	}
-	if ((entry & RBLN_PTE_ADDR_MASK) >= owner->mem_size) {
-		if (peer)
-			put_device(&peer->dev);
+	if ((entry & RBLN_PTE_ADDR_MASK) >= owner->mem_size)
 		goto unmapped;
-	}
 	page = rbln_emu_dram_page(owner, (entry & RBLN_PTE_ADDR_MASK) >> PAGE_SHIFT, write);
-	/* The peer's DRAM lives as long as its device, which the importer holds. */
-	if (peer)
-		put_device(&peer->dev);
 	if (IS_ERR(page)) {
 		ctx->fault_addr = va;
 		return RBLN_FAULT_DMA;
@@ -168,87 +260,133 @@ static int rbln_emu_check_range(struct rbln_emu_ctx *ctx, u64 va, u64 len)
 	return 0;
 }
 
-int rbln_emu_read(struct rbln_emu_ctx *ctx, u64 va, void *buf, u64 len)
+/*
+ * Between two page runs of a transfer: the ring may be reset and the device
+ * removed meanwhile, and the CPU has other work (writeback, among others,
+ * which a long transfer must not starve).
+ */
+static int rbln_emu_step(struct rbln_emu_ctx *ctx)
+{
+	cond_resched();
+	return rbln_emu_ring_stopped(ctx->ring) ? RBLN_EMU_ABORTED : 0;
+}
+
+enum rbln_emu_xfer { XFER_READ, XFER_WRITE, XFER_FILL };
+
+/* One page run of a read, a write or a fill, in an access section. */
+static int rbln_emu_xfer_run(struct rbln_emu_ctx *ctx, enum rbln_emu_xfer op, u64 va,
+			     void *buf, u32 pattern, u64 len, u64 *run)
+{
+	void *mem;
+	u64 i;
+	int ret;
+
+	ret = rbln_emu_access_begin(ctx);
+	if (ret)
+		return ret;
+	ret = rbln_emu_translate(ctx, va, len, op != XFER_READ, &mem, run);
+	if (!ret) {
+		switch (op) {
+		case XFER_READ:
+			if (mem)
+				memcpy(buf, mem, *run);
+			else
+				memset(buf, 0, *run);
+			break;
+		case XFER_WRITE:
+			memcpy(mem, buf, *run);
+			break;
+		case XFER_FILL:
+			/* dst and len are 4-byte aligned: runs are whole words. */
+			for (i = 0; i < *run; i += 4)
+				memcpy(mem + i, &pattern, 4);
+			break;
+		}
+	}
+	rbln_emu_access_end(ctx);
+	return ret;
+}
+
+static int rbln_emu_xfer(struct rbln_emu_ctx *ctx, enum rbln_emu_xfer op, u64 va, void *buf,
+			 u32 pattern, u64 len)
 {
 	int ret = rbln_emu_check_range(ctx, va, len);
-	void *src;
 	u64 run;
 
 	while (!ret && len) {
-		ret = rbln_emu_translate(ctx, va, len, false, &src, &run);
+		ret = rbln_emu_xfer_run(ctx, op, va, buf, pattern, len, &run);
 		if (ret)
 			break;
-		if (src)
-			memcpy(buf, src, run);
-		else
-			memset(buf, 0, run);
-		buf += run;
+		if (buf)
+			buf += run;
 		va += run;
 		len -= run;
+		ret = rbln_emu_step(ctx);
 	}
 	return ret;
+}
+
+int rbln_emu_read(struct rbln_emu_ctx *ctx, u64 va, void *buf, u64 len)
+{
+	return rbln_emu_xfer(ctx, XFER_READ, va, buf, 0, len);
 }
 
 int rbln_emu_write(struct rbln_emu_ctx *ctx, u64 va, const void *buf, u64 len)
 {
-	int ret = rbln_emu_check_range(ctx, va, len);
-	void *dst;
-	u64 run;
-
-	while (!ret && len) {
-		ret = rbln_emu_translate(ctx, va, len, true, &dst, &run);
-		if (ret)
-			break;
-		memcpy(dst, buf, run);
-		buf += run;
-		va += run;
-		len -= run;
-	}
-	return ret;
-}
-
-/* Straight from page to page: one pass over the bytes, as a DMA engine. */
-int rbln_emu_copy(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len)
-{
-	int ret = rbln_emu_check_range(ctx, src, len) ?: rbln_emu_check_range(ctx, dst, len);
-	u64 src_run, dst_run, run;
-	void *s, *d;
-
-	while (!ret && len) {
-		ret = rbln_emu_translate(ctx, src, len, false, &s, &src_run);
-		if (!ret)
-			ret = rbln_emu_translate(ctx, dst, len, true, &d, &dst_run);
-		if (ret)
-			break;
-		run = min(src_run, dst_run);
-		if (s)
-			memcpy(d, s, run);
-		else
-			memset(d, 0, run);
-		src += run;
-		dst += run;
-		len -= run;
-		cond_resched();
-	}
-	return ret;
+	return rbln_emu_xfer(ctx, XFER_WRITE, va, (void *)buf, 0, len);
 }
 
 int rbln_emu_fill(struct rbln_emu_ctx *ctx, u64 dst, u32 pattern, u64 len)
 {
-	int ret = rbln_emu_check_range(ctx, dst, len);
-	u64 run, i;
-	void *d;
+	return rbln_emu_xfer(ctx, XFER_FILL, dst, NULL, pattern, len);
+}
+
+/*
+ * Straight from page to page, as a DMA engine: both translations are made
+ * in one access section, and forgotten with it.
+ */
+static int rbln_emu_copy_run(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len, u64 *run)
+{
+	u64 src_run, dst_run;
+	struct rbln_emu_dev *src_peer;
+	void *s, *d;
+	int ret;
+
+	ret = rbln_emu_access_begin(ctx);
+	if (ret)
+		return ret;
+	ret = rbln_emu_translate(ctx, src, len, false, &s, &src_run);
+	/* A second peer translation must not drop the first one's reference. */
+	src_peer = ctx->peer;
+	ctx->peer = NULL;
+	if (!ret)
+		ret = rbln_emu_translate(ctx, dst, len, true, &d, &dst_run);
+	if (!ret) {
+		*run = min(src_run, dst_run);
+		if (s)
+			memcpy(d, s, *run);
+		else
+			memset(d, 0, *run);
+	}
+	if (src_peer)
+		put_device(&src_peer->dev);
+	rbln_emu_access_end(ctx);
+	return ret;
+}
+
+int rbln_emu_copy(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len)
+{
+	int ret = rbln_emu_check_range(ctx, src, len) ?: rbln_emu_check_range(ctx, dst, len);
+	u64 run;
 
 	while (!ret && len) {
-		ret = rbln_emu_translate(ctx, dst, len, true, &d, &run);
+		ret = rbln_emu_copy_run(ctx, dst, src, len, &run);
 		if (ret)
 			break;
-		/* dst and len are 4-byte aligned: runs are whole words. */
-		for (i = 0; i < run; i += 4)
-			memcpy(d + i, &pattern, 4);
+		src += run;
 		dst += run;
 		len -= run;
-		cond_resched();
+		ret = rbln_emu_step(ctx);
 	}
 	return ret;
 }

@@ -239,7 +239,9 @@ struct drm_rbln_sync {
  *
  * A file has at most the rbln module's max_jobs parameter of jobs not yet
  * retired, on all its queues; a submission beyond waits, interruptibly,
- * until half of them have retired.
+ * until half of them have retired. A file's first submission gives it one
+ * of the device's hardware contexts, which it keeps until it is closed:
+ * -ENOSPC when every one is held by another file.
  *
  * @queue_id: the queue.
  * @flags: must be zero.
