@@ -313,6 +313,44 @@ TEST_F(prime, udmabuf_as_host_object)
 	close(dev);
 }
 
+/*
+ * An importer's pages come from the exporter's sg table, which the driver
+ * does not size: its mapping must end with the object, not with the table.
+ * No exporter a user reaches here hands out a longer table; the bound is
+ * checked all the same, with the device's own access past the end.
+ */
+TEST_F(prime, imported_host_object_ends_at_its_size)
+{
+	struct udmabuf_create create = { .flags = UDMABUF_FLAGS_CLOEXEC, .size = 3 * PAGE };
+	struct rbln_drm_bo_info info;
+	struct rbln_test_buf out;
+	int memfd, dev, buf;
+	uint32_t h, bos[2];
+
+	dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		SKIP(return, "no /dev/udmabuf");
+	memfd = memfd_create("rbln-test", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	ASSERT_GE(memfd, 0);
+	ASSERT_EQ(0, ftruncate(memfd, 3 * PAGE));
+	ASSERT_EQ(0, fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK));
+	create.memfd = memfd;
+	buf = ioctl(dev, UDMABUF_CREATE, &create);
+	ASSERT_GE(buf, 0);
+	ASSERT_EQ(0, rbln_drm_bo_import(self->a, buf, &h));
+	close(buf);
+	ASSERT_EQ(0, rbln_drm_bo_info(self->a, h, &info));
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, PAGE, RBLN_BO_HOST, 0, &out));
+	bos[0] = h;
+	bos[1] = out.handle;
+	EXPECT_EQ(1, dma_copy(self->a, out.va, info.va + 3 * PAGE - 64, 64, bos, 2));
+	EXPECT_EQ(-EFAULT, dma_copy(self->a, out.va, info.va + 3 * PAGE, 64, bos, 2));
+	rbln_test_buf_free(self->a, &out);
+	rbln_drm_bo_close(self->a, h);
+	close(memfd);
+	close(dev);
+}
+
 TEST_F(prime, dma_heap_as_host_object)
 {
 	struct dma_heap_allocation_data alloc = {

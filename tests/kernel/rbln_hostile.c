@@ -1,0 +1,416 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_hostile - what a hostile or unlucky caller does: lookups out of
+ * range, memory closed under a running job, jobs that outlive their
+ * timeout, peers whose exporter is replaced, packets that never end,
+ * and files opened by the thousand
+ *
+ * Each test is the reproduction of a finding of a review of the driver.
+ * Most of them do not fail by an assertion on the old driver but by what
+ * the guest kernel prints: run with page_poison=1 (rbln-vm does), so a
+ * write into a freed page is reported on its next allocation.
+ *
+ * Run with emu_devices=2, emu_mem_mib=64 and job_timeout_ms=500.
+ */
+
+#include <pthread.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "rbln_test.h"
+
+#define MIB		(1u << 20)
+#define VA_END		(1ull << 47)
+#define FRESH_ID	17
+
+static int64_t now_ms(void)
+{
+	return rbln_test_deadline_ns(0) / 1000000;
+}
+
+/* A file with a queue and a command buffer of @cmd_bytes. */
+struct file {
+	struct rbln_drm_device *dev;
+	uint32_t queue;
+	struct rbln_test_buf cmd;
+};
+
+static int file_open(struct file *f, unsigned int emu_id, uint64_t cmd_bytes)
+{
+	return rbln_emu_open(emu_id, &f->dev) ?:
+	       rbln_drm_queue_create(f->dev, RBLN_QUEUE_PRIORITY_NORMAL, &f->queue) ?:
+	       rbln_test_buf_new(f->dev, cmd_bytes, RBLN_BO_HOST, 0, &f->cmd);
+}
+
+static void file_close(struct file *f)
+{
+	rbln_test_buf_free(f->dev, &f->cmd);
+	rbln_drm_close(f->dev);
+}
+
+/* Submits @len bytes of @f's command buffer with @bos and the buffer itself. */
+static int file_submit(struct file *f, uint32_t len, const uint32_t *bos, uint32_t n,
+		       uint32_t *syncobj)
+{
+	struct drm_rbln_sync signal = { 0 };
+	uint32_t all[8], i;
+	int ret;
+
+	for (i = 0; i < n; i++)
+		all[i] = bos[i];
+	all[n] = f->cmd.handle;
+	if (drmSyncobjCreate(rbln_drm_fd(f->dev), 0, &signal.handle))
+		return -errno;
+	ret = rbln_drm_submit(f->dev, f->queue, f->cmd.va, len, all, n + 1, NULL, 0, &signal);
+	if (ret)
+		drmSyncobjDestroy(rbln_drm_fd(f->dev), signal.handle);
+	*syncobj = signal.handle;
+	return ret;
+}
+
+/* Waits up to @ms for @syncobj and destroys it: 1, the job's -errno, or 0. */
+static int file_wait(struct file *f, uint32_t syncobj, int ms)
+{
+	int status = 0;
+
+	drmSyncobjWait(rbln_drm_fd(f->dev), &syncobj, 1, rbln_test_deadline_ns(ms), 0, NULL);
+	rbln_drm_fence_status(f->dev, syncobj, 0, &status);
+	drmSyncobjDestroy(rbln_drm_fd(f->dev), syncobj);
+	return status;
+}
+
+/* As many DMA_FILL packets of @bytes at @va as the command buffer holds. */
+static uint32_t fill_many(struct file *f, uint64_t va, uint64_t bytes, uint32_t max)
+{
+	struct rbln_drm_cmd c;
+	uint32_t n = 0;
+
+	rbln_drm_cmd_init(&c, f->cmd.cpu, f->cmd.size);
+	while (n < max && !rbln_drm_cmd_dma_fill(&c, va, 0xdead0000 + n, bytes))
+		n++;
+	return c.len;
+}
+
+/*
+ * Finding 1: the lookup walked the address space's node list from a node
+ * that is not a mapping when the address was past its end.
+ */
+TEST(bo_info_by_va_outside_the_address_space)
+{
+	static const uint64_t vas[] = {
+		0, 4096, (1ull << 32) - 1, VA_END, VA_END + 4096, 1ull << 48, 1ull << 63,
+		UINT64_MAX - 4096, UINT64_MAX,
+	};
+	struct rbln_drm_bo_info info;
+	struct rbln_drm_device *dev;
+	struct rbln_test_buf b;
+	unsigned int i;
+
+	ASSERT_EQ(0, rbln_emu_open(0, &dev));
+	for (i = 0; i < sizeof(vas) / sizeof(vas[0]); i++)
+		EXPECT_EQ(-ENOENT, rbln_drm_bo_info_by_va(dev, vas[i], &info))
+			TH_LOG("va %#llx, empty space", (unsigned long long)vas[i]);
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 4096, RBLN_BO_DEVICE, 0, &b));
+	for (i = 0; i < sizeof(vas) / sizeof(vas[0]); i++)
+		EXPECT_EQ(-ENOENT, rbln_drm_bo_info_by_va(dev, vas[i], &info))
+			TH_LOG("va %#llx", (unsigned long long)vas[i]);
+	/* Its guard page is no part of it; its last byte is. */
+	EXPECT_EQ(-ENOENT, rbln_drm_bo_info_by_va(dev, b.va + 4096, &info));
+	EXPECT_EQ(0, rbln_drm_bo_info_by_va(dev, b.va + 4095, &info));
+	EXPECT_EQ(b.handle, info.handle);
+	rbln_test_buf_free(dev, &b);
+	rbln_drm_close(dev);
+}
+
+/*
+ * Finding 2: a job writes an object it did not list; its owner closes the
+ * handle while the job runs. The object's memory must not be freed while
+ * the device may still write it: the job faults instead. @placement HOST
+ * objects stay bound from an earlier job that did list them.
+ */
+static void close_under_a_running_job(struct __test_metadata *_metadata, uint32_t placement)
+{
+	unsigned int i, done = 0, faulted = 0;
+	struct file f;
+
+	ASSERT_EQ(0, file_open(&f, 0, 256 * 1024));
+	for (i = 0; i < 40; i++) {
+		struct rbln_test_buf victim;
+		uint32_t sync, len;
+		int status;
+
+		ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, placement, 0, &victim));
+		if (placement == RBLN_BO_HOST) {
+			len = fill_many(&f, victim.va, 4096, 1);
+			ASSERT_EQ(0, file_submit(&f, len, &victim.handle, 1, &sync));
+			ASSERT_EQ(1, file_wait(&f, sync, 10000));
+		}
+		len = fill_many(&f, victim.va, 4096, 10000);
+		ASSERT_EQ(0, file_submit(&f, len, NULL, 0, &sync));
+		/* A little later each time: the close lands at every point of the job. */
+		usleep(i * 250);
+		rbln_test_buf_free(f.dev, &victim);
+		status = file_wait(&f, sync, 10000);
+		if (status == 1) {
+			done++;
+			continue;
+		}
+		/* A fault bans the file's context: the next round needs a new one. */
+		EXPECT_EQ(-EFAULT, status);
+		faulted++;
+		file_close(&f);
+		ASSERT_EQ(0, file_open(&f, 0, 256 * 1024));
+	}
+	TH_LOG("%u jobs ended before the close, %u faulted after it", done, faulted);
+	file_close(&f);
+	EXPECT_EQ(0, rbln_emu_mem_used(0));
+}
+
+TEST(close_device_object_under_a_running_job)
+{
+	close_under_a_running_job(_metadata, RBLN_BO_DEVICE);
+}
+
+TEST(close_bound_host_object_under_a_running_job)
+{
+	close_under_a_running_job(_metadata, RBLN_BO_HOST);
+}
+
+/* The offset of the first nonzero word of @buf, plus one; 0 if none. */
+static size_t first_nonzero(const void *buf, size_t bytes)
+{
+	const uint32_t *w = buf;
+	size_t i;
+
+	for (i = 0; i < bytes / 4; i++)
+		if (w[i])
+			return i * 4 + 1;
+	return 0;
+}
+
+/*
+ * Finding 3: a job that times out must stop before what it uses is
+ * released. Its memory is freed the moment its fence says so, and a file
+ * opened next, which may get the same context, must see none of its
+ * writes; jobs of another file queued behind it run, exactly once.
+ */
+TEST(timed_out_job_stops_before_its_memory_goes)
+{
+	struct rbln_test_buf big, later, theirs;
+	uint32_t sync, sync_b[8], len, i, n;
+	struct file a, b, c;
+	struct rbln_drm_cmd cmd;
+	uint32_t *p;
+
+	ASSERT_EQ(0, file_open(&a, 0, 64 * 1024));
+	ASSERT_EQ(0, file_open(&b, 0, 64 * 1024));
+	ASSERT_EQ(0, rbln_test_buf_new(a.dev, 32 * MIB, RBLN_BO_HOST, 0, &big));
+	/* Seconds of work where the timeout is half a second. */
+	len = fill_many(&a, big.va, 32 * MIB, 2000);
+	ASSERT_EQ(0, file_submit(&a, len, &big.handle, 1, &sync));
+	/* Another file's small jobs, each adding one to a counter. */
+	ASSERT_EQ(0, rbln_test_buf_new(b.dev, 4096, RBLN_BO_HOST, 0, &theirs));
+	p = theirs.cpu;
+	p[0] = 0;
+	rbln_drm_cmd_init(&cmd, b.cmd.cpu, b.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_scalar(&cmd, RBLN_BINARY_ADD, RBLN_DTYPE_I32, theirs.va,
+					 theirs.va, 1, 1));
+	for (n = 0; n < 8; n++)
+		ASSERT_EQ(0, file_submit(&b, cmd.len, &theirs.handle, 1, &sync_b[n]));
+
+	EXPECT_EQ(-ETIMEDOUT, file_wait(&a, sync, 30000));
+	/*
+	 * Seconds of its work were left: had the job gone on, it would write
+	 * here within any fraction of a second.
+	 */
+	memset(big.cpu, 0, big.size);
+	usleep(300 * 1000);
+	EXPECT_EQ(0, first_nonzero(big.cpu, big.size));
+	/* Gone at once: if the job still wrote, these pages would be written freed. */
+	rbln_test_buf_free(a.dev, &big);
+	file_close(&a);
+	for (i = 0; i < n; i++)
+		EXPECT_EQ(1, file_wait(&b, sync_b[i], 30000)) TH_LOG("job %u of b", i);
+	EXPECT_EQ(8, p[0]);
+
+	/* A new file, maybe the same context: nothing of a's lands in it. */
+	ASSERT_EQ(0, file_open(&c, 0, 64 * 1024));
+	ASSERT_EQ(0, rbln_test_buf_new(c.dev, 32 * MIB, RBLN_BO_HOST, 0, &later));
+	memset(later.cpu, 0, later.size);
+	len = fill_many(&c, later.va + 4096, 4, 1);
+	ASSERT_EQ(0, file_submit(&c, len, &later.handle, 1, &sync));
+	EXPECT_EQ(1, file_wait(&c, sync, 10000));
+	EXPECT_EQ(0, ((uint32_t *)later.cpu)[0]);
+	EXPECT_EQ(0, ((uint32_t *)later.cpu)[later.size / 4 - 1]);
+	rbln_test_buf_free(c.dev, &later);
+	file_close(&c);
+	rbln_test_buf_free(b.dev, &theirs);
+	file_close(&b);
+}
+
+/*
+ * Finding 4: an import from another device names that device. When it is
+ * removed and a new one takes its id, the import must reach nothing: its
+ * jobs fault, and what the new device's users hold stays theirs.
+ */
+TEST(peer_import_outlives_its_exporter)
+{
+	struct rbln_test_buf exported, secret, out;
+	struct file imp, owner;
+	struct rbln_drm_cmd c;
+	uint32_t peer, bos[2], sync;
+	struct rbln_drm_bo_info info;
+	int fd;
+
+	ASSERT_EQ(0, rbln_emu_add(FRESH_ID, 16));
+	ASSERT_EQ(0, file_open(&owner, FRESH_ID, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(owner.dev, MIB, RBLN_BO_DEVICE, 0, &exported));
+	ASSERT_EQ(0, rbln_drm_bo_export(owner.dev, exported.handle, &fd));
+	ASSERT_EQ(0, file_open(&imp, 0, 4096));
+	ASSERT_EQ(0, rbln_drm_bo_import(imp.dev, fd, &peer));
+	close(fd);
+	ASSERT_EQ(0, rbln_drm_bo_info(imp.dev, peer, &info));
+	ASSERT_EQ(0, rbln_test_buf_new(imp.dev, 64 * 1024, RBLN_BO_HOST, 0, &out));
+
+	rbln_test_buf_free(owner.dev, &exported);
+	file_close(&owner);
+	ASSERT_EQ(0, rbln_emu_del(FRESH_ID));
+	ASSERT_EQ(0, rbln_emu_add(FRESH_ID, 16));
+
+	/* The new device's first user puts a secret where the old object was. */
+	ASSERT_EQ(0, file_open(&owner, FRESH_ID, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(owner.dev, MIB, RBLN_BO_DEVICE, 0, &secret));
+	rbln_drm_cmd_init(&c, owner.cmd.cpu, owner.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, secret.va, 0x5ec12e7, MIB));
+	ASSERT_EQ(0, file_submit(&owner, c.len, &secret.handle, 1, &sync));
+	ASSERT_EQ(1, file_wait(&owner, sync, 10000));
+
+	/* Reading through the old import faults and brings back nothing. */
+	memset(out.cpu, 0, out.size);
+	rbln_drm_cmd_init(&c, imp.cmd.cpu, imp.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, out.va, info.va, 64 * 1024));
+	bos[0] = peer;
+	bos[1] = out.handle;
+	ASSERT_EQ(0, file_submit(&imp, c.len, bos, 2, &sync));
+	EXPECT_EQ(-EFAULT, file_wait(&imp, sync, 10000));
+	EXPECT_EQ(0, ((uint32_t *)out.cpu)[0]);
+	EXPECT_EQ(0, ((uint32_t *)out.cpu)[16383]);
+	rbln_drm_bo_close(imp.dev, peer);
+	rbln_test_buf_free(imp.dev, &out);
+	file_close(&imp);
+
+	/* And the secret is intact: nothing wrote it through the import either. */
+	rbln_test_buf_free(owner.dev, &secret);
+	file_close(&owner);
+	EXPECT_EQ(0, rbln_emu_del(FRESH_ID));
+}
+
+struct del_arg {
+	unsigned int id;
+	int64_t ms;
+	int ret;
+};
+
+static void *del_device(void *p)
+{
+	struct del_arg *a = p;
+	int64_t t0 = now_ms();
+
+	a->ret = rbln_emu_del(a->id);
+	a->ms = now_ms() - t0;
+	return NULL;
+}
+
+/*
+ * Finding 5: one packet may ask for minutes of work. The timeout must still
+ * end it in bounded time, and removal must not wait for it.
+ */
+TEST(endless_gemm_packet_is_stopped)
+{
+	struct rbln_drm_gemm g = { 0 };
+	struct rbln_test_buf mem;
+	struct del_arg del = { .id = FRESH_ID };
+	struct rbln_drm_cmd c;
+	uint32_t sync;
+	pthread_t t;
+	int64_t t0;
+	struct file f;
+	int sync_fd;
+
+	/* 4 GiB of device memory never written: it reads as zeros, free. */
+	ASSERT_EQ(0, rbln_emu_add(FRESH_ID, 4096));
+	ASSERT_EQ(0, file_open(&f, FRESH_ID, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096ull * MIB, RBLN_BO_DEVICE, 0, &mem));
+	g.in = RBLN_DTYPE_F32;
+	g.out = RBLN_DTYPE_F32;
+	g.m = 32;
+	g.n = 32;
+	g.k = 16u << 20;
+	g.a = mem.va;
+	g.lda = g.k;
+	g.b = mem.va + 2048ull * MIB;
+	g.ldb = g.n;
+	g.c = mem.va;
+	g.ldc = g.n;
+	rbln_drm_cmd_init(&c, f.cmd.cpu, f.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_gemm(&c, &g));
+
+	t0 = now_ms();
+	ASSERT_EQ(0, file_submit(&f, c.len, NULL, 0, &sync));
+	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, sync, 60000));
+	EXPECT_LT(now_ms() - t0, 5000);
+
+	/* Again, and remove the device while it runs. */
+	ASSERT_EQ(0, file_submit(&f, c.len, NULL, 0, &sync));
+	/* A sync file outlives the device node: it tells how the job ended. */
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(f.dev), sync, &sync_fd));
+	ASSERT_EQ(0, pthread_create(&t, NULL, del_device, &del));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	EXPECT_EQ(0, del.ret);
+	EXPECT_LT(del.ms, 5000);
+	EXPECT_EQ(-ENODEV, sync_file_wait_status(sync_fd, 10000));
+	close(sync_fd);
+	drmSyncobjDestroy(rbln_drm_fd(f.dev), sync);
+	rbln_drm_bo_close(f.dev, mem.handle);
+	file_close(&f);
+}
+
+/*
+ * Finding 6: opening the node must not use up what other users need.
+ * A thousand and more open files, and the device still runs jobs.
+ */
+TEST(many_open_files_leave_room_for_others)
+{
+	enum { FILES = 1100 };
+	struct rlimit lim = { FILES + 64, FILES + 64 };
+	static struct rbln_drm_device *devs[FILES];
+	struct rbln_test_buf out;
+	struct rbln_drm_cmd c;
+	uint32_t sync;
+	struct file f;
+	int i, opened = 0;
+
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &lim));
+	for (i = 0; i < FILES; i++) {
+		int ret = rbln_emu_open(0, &devs[i]);
+
+		EXPECT_EQ(0, ret) TH_LOG("open %d", i);
+		if (ret)
+			break;
+		opened++;
+	}
+	ASSERT_EQ(0, file_open(&f, 0, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	rbln_drm_cmd_init(&c, f.cmd.cpu, f.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, out.va, 0x600d, 4096));
+	ASSERT_EQ(0, file_submit(&f, c.len, &out.handle, 1, &sync));
+	EXPECT_EQ(1, file_wait(&f, sync, 10000));
+	EXPECT_EQ(0x600d, ((uint32_t *)out.cpu)[1023]);
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+	for (i = 0; i < opened; i++)
+		rbln_drm_close(devs[i]);
+}
+
+TEST_HARNESS_MAIN
