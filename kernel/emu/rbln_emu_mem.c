@@ -52,31 +52,45 @@ static void *rbln_emu_dram_page(struct rbln_emu_dev *edev, u64 pfn, bool write)
 	return page_address(page);
 }
 
+/* Zeroes [@lo, @hi), within one page, if that page was ever written. */
+static void rbln_emu_dram_zero(struct rbln_emu_dev *edev, u64 lo, u64 hi)
+{
+	struct page *page = xa_load(&edev->dram, lo >> PAGE_SHIFT);
+
+	if (page)
+		memset(page_address(page) + offset_in_page(lo), 0, hi - lo);
+}
+
 /*
  * Zeroes [@addr, @addr + @size) of DRAM. A page never written reads as
- * zeros, so scrubbing gives the pages back: what memory the emulator holds
- * follows what device memory is in use.
+ * zeros, so scrubbing gives whole pages back: what memory the emulator
+ * holds follows what device memory is in use, and the work follows the
+ * pages held, not the size of the range.
  */
 void rbln_emu_dram_scrub(struct rbln_emu_dev *edev, u64 addr, u64 size)
 {
-	u64 pfn, first = addr >> PAGE_SHIFT, end;
+	u64 end, first, last;
 	struct page *page;
+	unsigned long pfn;
 
-	if (addr >= edev->mem_size)
+	if (addr >= edev->mem_size || !size)
 		return;
 	end = min(addr + size, edev->mem_size);
-	for (pfn = first; pfn < DIV_ROUND_UP(end, PAGE_SIZE); pfn++) {
-		u64 lo = max(addr, pfn << PAGE_SHIFT), hi = min(end, (pfn + 1) << PAGE_SHIFT);
-
-		if (lo == pfn << PAGE_SHIFT && hi == (pfn + 1) << PAGE_SHIFT) {
-			page = xa_erase(&edev->dram, pfn);
-			if (page)
-				__free_page(page);
-		} else {
-			page = xa_load(&edev->dram, pfn);
-			if (page)
-				memset(page_address(page) + (lo & (PAGE_SIZE - 1)), 0, hi - lo);
-		}
+	first = DIV_ROUND_UP(addr, PAGE_SIZE);
+	last = end >> PAGE_SHIFT;
+	if (first > last) {
+		rbln_emu_dram_zero(edev, addr, end);
+		return;
+	}
+	if (addr < first << PAGE_SHIFT)
+		rbln_emu_dram_zero(edev, addr, first << PAGE_SHIFT);
+	if (end > last << PAGE_SHIFT)
+		rbln_emu_dram_zero(edev, last << PAGE_SHIFT, end);
+	if (first == last)
+		return;
+	xa_for_each_range(&edev->dram, pfn, page, first, last - 1) {
+		xa_erase(&edev->dram, pfn);
+		__free_page(page);
 	}
 }
 
