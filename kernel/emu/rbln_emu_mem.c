@@ -292,7 +292,6 @@ static int rbln_emu_xfer_run(struct rbln_emu_ctx *ctx, enum rbln_emu_xfer op, u6
 			     void *buf, u32 pattern, u64 len, u64 *run)
 {
 	void *mem;
-	u64 i;
 	int ret;
 
 	ret = rbln_emu_access_begin(ctx);
@@ -312,8 +311,7 @@ static int rbln_emu_xfer_run(struct rbln_emu_ctx *ctx, enum rbln_emu_xfer op, u6
 			break;
 		case XFER_FILL:
 			/* dst and len are 4-byte aligned: runs are whole words. */
-			for (i = 0; i < *run; i += 4)
-				memcpy(mem + i, &pattern, 4);
+			memset32(mem, pattern, *run / 4);
 			break;
 		}
 	}
