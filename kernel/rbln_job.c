@@ -654,11 +654,17 @@ int rbln_queue_destroy_ioctl(struct drm_device *drm, void *data, struct drm_file
  * @rfile: the file
  *
  * Closing returns once the context's jobs are done and freed, so that what
- * they held is released with the file: a job ends at the latest with the
- * scheduler timeout, a queued one is killed when its queue goes.
+ * they held is released with the file. A queued job is killed when its
+ * queue goes, after the scheduler's short grace (drm_sched_entity_flush());
+ * jobs on the rings get job_timeout_ms, as long as one job may run, and
+ * then the context is canceled: what still runs stops at its next access,
+ * what has not started does not, and all end with -ECANCELED. Otherwise a
+ * file could hold its closer, or a killed process's exit, for as many
+ * timeouts as it has jobs on the rings.
  */
 void rbln_queues_destroy(struct rbln_file *rfile)
 {
+	struct rbln_vm *vm = rfile->vm;
 	struct rbln_queue *queue;
 	unsigned long id;
 
@@ -667,7 +673,11 @@ void rbln_queues_destroy(struct rbln_file *rfile)
 		rbln_queue_put(queue);
 	}
 	xa_destroy(&rfile->queues);
-	wait_event(rfile->vm->jobs_done, !atomic_read(&rfile->vm->jobs));
+	if (wait_event_timeout(vm->jobs_done, !atomic_read(&vm->jobs),
+			       msecs_to_jiffies(job_timeout_ms)))
+		return;
+	rbln_vm_cancel(vm);
+	wait_event(vm->jobs_done, !atomic_read(&vm->jobs));
 }
 
 static struct rbln_queue *rbln_queue_get(struct rbln_file *rfile, u32 id)

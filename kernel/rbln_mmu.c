@@ -287,6 +287,23 @@ int rbln_vm_activate(struct rbln_vm *vm)
 	return ret;
 }
 
+/**
+ * rbln_vm_cancel() - end every job of @vm now: its file is closing
+ * @vm: the address space
+ *
+ * Bans the context and takes its table entry away: entries already on a
+ * ring fault at their next access, later ones at their first, and the
+ * fault handler fails them with -ECANCELED.
+ */
+void rbln_vm_cancel(struct rbln_vm *vm)
+{
+	atomic_set(&vm->banned, 1);
+	mutex_lock(&vm->lock);
+	if (vm->id)
+		WRITE_ONCE(vm->rdev->ctx_table[vm->id], 0);
+	mutex_unlock(&vm->lock);
+}
+
 static void rbln_vm_release(struct kref *ref)
 {
 	struct rbln_vm *vm = container_of(ref, struct rbln_vm, ref);

@@ -99,6 +99,7 @@ int rbln_mmu_init(struct rbln_device *rdev);
 void rbln_mmu_invalidate(struct rbln_device *rdev);
 struct rbln_vm *rbln_vm_create(struct rbln_device *rdev);
 int rbln_vm_activate(struct rbln_vm *vm);
+void rbln_vm_cancel(struct rbln_vm *vm);
 void rbln_vm_put(struct rbln_vm *vm);
 int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo);
 int rbln_vm_use(struct rbln_vm *vm, struct rbln_bo *bo);

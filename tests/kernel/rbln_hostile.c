@@ -413,4 +413,36 @@ TEST(many_open_files_leave_room_for_others)
 		rbln_drm_close(devs[i]);
 }
 
+/*
+ * Closing a file waits for its jobs, but not for as long as they would
+ * like: 64 jobs of seconds each, on four queues, must not hold close()
+ * (or the exit of a killed process) for minutes in an unkillable sleep.
+ */
+TEST(close_does_not_wait_for_every_long_job)
+{
+	struct rbln_test_buf big;
+	uint32_t queues[4], len, i;
+	struct file f;
+	int64_t t0;
+
+	ASSERT_EQ(0, file_open(&f, 0, 64 * 1024));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 32 * MIB, RBLN_BO_HOST, 0, &big));
+	len = fill_many(&f, big.va, 32 * MIB, 2000);
+	queues[0] = f.queue;
+	for (i = 1; i < 4; i++)
+		ASSERT_EQ(0, rbln_drm_queue_create(f.dev, RBLN_QUEUE_PRIORITY_NORMAL, &queues[i]));
+	for (i = 0; i < 64; i++) {
+		uint32_t bos[2] = { big.handle, f.cmd.handle };
+
+		ASSERT_EQ(0, rbln_drm_submit(f.dev, queues[i % 4], f.cmd.va, len, bos, 2, NULL, 0,
+					     NULL));
+	}
+	t0 = now_ms();
+	rbln_test_buf_free(f.dev, &big);
+	file_close(&f);
+	/* A timeout's worth of waiting, then what runs is stopped. */
+	EXPECT_LT(now_ms() - t0, 4000);
+	EXPECT_EQ(0, rbln_emu_mem_used(0));
+}
+
 TEST_HARNESS_MAIN
