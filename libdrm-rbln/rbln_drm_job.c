@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/sync_file.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -64,14 +65,40 @@ int rbln_drm_submit(struct rbln_drm_device *dev, uint32_t queue_id,
 }
 
 /* The status of a sync_file: 1 signaled, 0 pending, <0 the fence's error. */
+/*
+ * The status of a sync file: its own, unless one of the fences it holds
+ * failed. A timeline point's fence is a chain link, whose own status never
+ * carries its job's error: the fences it unwraps to do.
+ */
 static int sync_file_status(int fd, int *status)
 {
 	struct sync_file_info info = { 0 };
+	struct sync_fence_info *fences;
+	uint32_t i, n;
+	int ret = 0;
 
 	if (ioctl(fd, SYNC_IOC_FILE_INFO, &info))
 		return -errno;
 	*status = info.status;
-	return 0;
+	n = info.num_fences;
+	if (!n)
+		return 0;
+	fences = calloc(n, sizeof(*fences));
+	if (!fences)
+		return -ENOMEM;
+	info.sync_fence_info = (uintptr_t)fences;
+	if (ioctl(fd, SYNC_IOC_FILE_INFO, &info)) {
+		ret = -errno;
+	} else {
+		for (i = 0; i < info.num_fences && i < n; i++) {
+			if (fences[i].status < 0) {
+				*status = fences[i].status;
+				break;
+			}
+		}
+	}
+	free(fences);
+	return ret;
 }
 
 int rbln_drm_fence_status(struct rbln_drm_device *dev, uint32_t handle,

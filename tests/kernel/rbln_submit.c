@@ -50,6 +50,26 @@ TEST_F(submit, nop_job_signals)
 	EXPECT_EQ(1, rbln_test_run(self->dev, self->queue, &self->cmd, c.len, NULL, 0, 5000));
 }
 
+/* How a job ended reads the same on a timeline point as on a binary syncobj. */
+TEST_F(submit, failed_job_status_on_a_timeline_point)
+{
+	struct drm_rbln_sync sig = { .point = 3 };
+	struct rbln_drm_cmd c;
+	uint64_t point = 3;
+	int status = 0;
+
+	rbln_drm_cmd_init(&c, self->cmd.cpu, self->cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, 0x10000000ull, 0, 64));
+	ASSERT_EQ(0, drmSyncobjCreate(self->fd, 0, &sig.handle));
+	ASSERT_EQ(0, rbln_drm_submit(self->dev, self->queue, self->cmd.va, c.len,
+				     &self->cmd.handle, 1, NULL, 0, &sig));
+	ASSERT_EQ(0, drmSyncobjTimelineWait(self->fd, &sig.handle, &point, 1,
+					    rbln_test_deadline_ns(10000), 0, NULL));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->dev, sig.handle, 3, &status));
+	EXPECT_EQ(-EFAULT, status);
+	drmSyncobjDestroy(self->fd, sig.handle);
+}
+
 TEST_F(submit, dma_round_trip_through_device_memory)
 {
 	struct rbln_test_buf src, dst, mem;
