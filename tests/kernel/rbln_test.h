@@ -24,13 +24,26 @@
 #include <rbln_drm.h>
 #include <xf86drm.h>
 
-/* An absolute CLOCK_MONOTONIC deadline @ms from now, for drmSyncobjWait. */
+/*
+ * @ms of the plain kernel's time on this one: slow kernels (the debug
+ * kernel under TCG) set RBLN_TEST_TIMEOUT_SCALE, which rbln-vm also
+ * applies to the module's job_timeout_ms.
+ */
+static inline int64_t rbln_test_ms(int64_t ms)
+{
+	const char *s = getenv("RBLN_TEST_TIMEOUT_SCALE");
+	long scale = s ? atol(s) : 1;
+
+	return scale > 1 ? ms * scale : ms;
+}
+
+/* An absolute CLOCK_MONOTONIC deadline @ms (scaled) from now, for drmSyncobjWait. */
 static inline int64_t rbln_test_deadline_ns(int ms)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (int64_t)ms * 1000000;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + rbln_test_ms(ms) * 1000000;
 }
 
 #define RBLN_EMU_BUS		"/sys/bus/rbln_emu"
