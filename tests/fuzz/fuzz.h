@@ -17,6 +17,8 @@
 
 #include <rbln_drm.h>
 
+#include "rbln_test.h"
+
 #define FZ_MAX_DEVICES		8
 #define FZ_MAX_FILES		8
 #define FZ_MAX_BOS		40	/* per file */
@@ -317,9 +319,6 @@ void fz_touch(struct fz *fz, struct fz_file *f);
 int fz_devices_init(struct fz *fz, const char *list);
 int fz_dev_probe(struct fz_dev *d);
 int fz_pick_dev(struct fz *fz, bool present);
-int fz_emu_minor(unsigned int id);
-int fz_sysfs_write(const char *path, const char *value);
-long long fz_sysfs_read(const char *path);
 
 struct fz_file *fz_pick_file(struct fz *fz);
 struct fz_file *fz_pick_live_file(struct fz *fz);

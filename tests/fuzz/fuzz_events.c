@@ -17,7 +17,6 @@
 
 #include "fuzz.h"
 
-#define EMU_BUS		"/sys/bus/rbln_emu"
 #define DEBUGFS_ACCEL	"/sys/kernel/debug/accel"
 
 /* A child still alive after this long is stuck in the kernel. */
@@ -156,7 +155,7 @@ void op_inject(struct fz *fz)
 				fz->files[i].may_be_banned = true;
 	}
 	fz_doing(fz, "inject %s into rbln_emu%u", what[k], fz->devs[devi].id);
-	ret = fz_sysfs_write(path, what[k]);
+	ret = rbln_sysfs_write(path, what[k]);
 	fz_count(fz->sh, C_INJECT, ret);
 	if (ret && k)
 		atomic_fetch_sub(&fz->sh->inject_pending[devi], 1);
@@ -183,13 +182,13 @@ void op_unplug(struct fz *fz)
 	snprintf(id, sizeof(id), "%u", d->id);
 	fz_doing(fz, "del_device %u with %u files open, %u tracked jobs in flight", d->id, nfiles,
 		 njobs);
-	ret = fz_sysfs_write(EMU_BUS "/del_device", id);
+	ret = rbln_sysfs_write(RBLN_EMU_BUS "/del_device", id);
 	fz_count(fz->sh, C_DEL_DEVICE, ret);
 	if (ret)
 		fz_fail(fz, "del_device %u: %s", d->id, strerror(-ret));
 	d->present = false;
 	atomic_fetch_add(&fz->sh->unplugs, 1);
-	if (fz_emu_minor(d->id) >= 0)
+	if (rbln_emu_minor(d->id) >= 0)
 		fz_fail(fz, "rbln_emu%u still has an accel node after del_device", d->id);
 	/* Its files answer only -ENODEV now, waits on their syncobjs included. */
 	for (i = 0; i < FZ_MAX_FILES; i++)
@@ -205,7 +204,7 @@ static void replug(struct fz *fz, int devi)
 
 	snprintf(arg, sizeof(arg), "%u %u", d->id, d->mem_mib);
 	fz_doing(fz, "new_device %s", arg);
-	ret = fz_sysfs_write(EMU_BUS "/new_device", arg);
+	ret = rbln_sysfs_write(RBLN_EMU_BUS "/new_device", arg);
 	fz_count(fz->sh, C_NEW_DEVICE, ret);
 	if (ret == -ENOMEM)
 		return;
@@ -279,15 +278,15 @@ void op_read_info(struct fz *fz)
 		if (devi < 0)
 			return;
 		fz_doing(fz, "read the sysfs attributes of rbln_emu%u", fz->devs[devi].id);
-		snprintf(path, sizeof(path), EMU_BUS "/devices/rbln_emu%u/memory_used",
+		snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/memory_used",
 			 fz->devs[devi].id);
-		used = fz_sysfs_read(path);
-		snprintf(path, sizeof(path), EMU_BUS "/devices/rbln_emu%u/memory_total",
+		used = rbln_sysfs_read_ull(path);
+		snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/memory_total",
 			 fz->devs[devi].id);
-		total = fz_sysfs_read(path);
-		snprintf(path, sizeof(path), EMU_BUS "/devices/rbln_emu%u/reset_count",
+		total = rbln_sysfs_read_ull(path);
+		snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/reset_count",
 			 fz->devs[devi].id);
-		resets = fz_sysfs_read(path);
+		resets = rbln_sysfs_read_ull(path);
 		fz_count(fz->sh, C_READ_INFO, used < 0 || total < 0 || resets < 0 ? -EIO : 0);
 		if (used > total || (resets >= 0 && (uint64_t)resets < fz->devs[devi].reset_count))
 			fz_fail(fz, "rbln_emu%u: memory_used %lld of %lld, reset_count %lld after %llu",
@@ -336,9 +335,9 @@ void fz_teardown(struct fz *fz)
 		if (!fz->devs[i].present)
 			continue;
 		fz_doing(fz, "end: device memory of rbln_emu%u goes back", fz->devs[i].id);
-		snprintf(path, sizeof(path), EMU_BUS "/devices/rbln_emu%u/memory_used",
+		snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/memory_used",
 			 fz->devs[i].id);
-		for (tries = 0; tries < 100 * fz->scale && (used = fz_sysfs_read(path)) > 0;
+		for (tries = 0; tries < 100 * fz->scale && (used = rbln_sysfs_read_ull(path)) > 0;
 		     tries++)
 			sleep_ms(100);
 		if (used != 0)

@@ -23,7 +23,6 @@
 
 #include "fuzz.h"
 
-#define EMU_BUS		"/sys/bus/rbln_emu"
 
 int fz_ioctl(struct fz *fz, int fd, enum fz_call c, unsigned long req, void *arg)
 {
@@ -99,56 +98,6 @@ void fz_check(struct fz *fz, struct fz_file *f, enum fz_call c, int ret,
 
 /* --- devices ------------------------------------------------------------------ */
 
-int fz_sysfs_write(const char *path, const char *value)
-{
-	ssize_t len = strlen(value), n;
-	int fd, err = 0;
-
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = write(fd, value, len);
-	if (n < 0)
-		err = -errno;
-	else if (n != len)
-		err = -EIO;
-	close(fd);
-	return err;
-}
-
-long long fz_sysfs_read(const char *path)
-{
-	unsigned long long v;
-	FILE *f = fopen(path, "re");
-	int n;
-
-	if (!f)
-		return -1;
-	n = fscanf(f, "%llu", &v);
-	fclose(f);
-	return n == 1 ? (long long)v : -1;
-}
-
-/* The accel minor of emulated device @id, or -1. */
-int fz_emu_minor(unsigned int id)
-{
-	unsigned int minor;
-	struct dirent *de;
-	char path[128];
-	int found = -1;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), EMU_BUS "/devices/rbln_emu%u/accel", id);
-	dir = opendir(path);
-	if (!dir)
-		return -1;
-	while ((de = readdir(dir)))
-		if (sscanf(de->d_name, "accel%u", &minor) == 1)
-			found = (int)minor;
-	closedir(dir);
-	return found;
-}
-
 /* What never changes on a device instance, read once. */
 int fz_dev_probe(struct fz_dev *d)
 {
@@ -163,7 +112,7 @@ int fz_dev_probe(struct fz_dev *d)
 	};
 	struct rbln_drm_device *dev;
 	uint64_t index;
-	int minor = fz_emu_minor(d->id), ret = 0;
+	int minor = rbln_emu_minor(d->id), ret = 0;
 	unsigned int i;
 
 	if (minor < 0)
@@ -230,7 +179,7 @@ int fz_devices_init(struct fz *fz, const char *list)
 		}
 		free(copy);
 	} else {
-		dir = opendir(EMU_BUS "/devices");
+		dir = opendir(RBLN_EMU_BUS "/devices");
 		if (!dir)
 			return -errno;
 		while ((de = readdir(dir)) && !ret)
@@ -323,7 +272,7 @@ struct fz_file *fz_open_file(struct fz *fz, int devi)
 	if (!f || !d->present)
 		return NULL;
 	fz_doing(fz, "open rbln_emu%u as file %u", d->id, fz_file_index(fz, f));
-	minor = fz_emu_minor(d->id);
+	minor = rbln_emu_minor(d->id);
 	/* A child cannot know whether the worker just unplugged it. */
 	if (minor < 0 && fz->child)
 		return NULL;

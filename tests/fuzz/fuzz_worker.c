@@ -213,7 +213,7 @@ int fz_worker(struct fz_shared *sh, const struct fz_options *opt)
 	fz.sh = sh;
 	fz.verbose = opt->verbose;
 	fz.scale = opt->scale;
-	timeout_ms = fz_sysfs_read("/sys/module/rbln/parameters/job_timeout_ms");
+	timeout_ms = rbln_sysfs_read_ull("/sys/module/rbln/parameters/job_timeout_ms");
 	fz.job_timeout_ms = timeout_ms > 0 ? timeout_ms : 5000;
 
 	/* [scratch][unreadable][read-only on demand]: pointers that fault, and where. */
