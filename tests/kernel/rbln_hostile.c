@@ -80,6 +80,15 @@ static int file_wait(struct file *f, uint32_t syncobj, int ms)
 	return status;
 }
 
+/* One NOP packet at @buf. */
+static void nop_at(void *buf)
+{
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, buf, 8);
+	rbln_drm_cmd_nop(&c);
+}
+
 /* As many DMA_FILL packets of @bytes at @va as the command buffer holds. */
 static uint32_t fill_many(struct file *f, uint64_t va, uint64_t bytes, uint32_t max)
 {
@@ -411,6 +420,43 @@ TEST(many_open_files_leave_room_for_others)
 	file_close(&f);
 	for (i = 0; i < opened; i++)
 		rbln_drm_close(devs[i]);
+}
+
+/*
+ * The other side of finding 6: contexts are taken by a file's first job.
+ * With every one held by a file that has submitted, a new file's first
+ * SUBMIT is refused with ENOSPC, and one closing makes room again.
+ */
+TEST(first_submit_without_a_free_context_is_refused)
+{
+	enum { FILES = 1024 };
+	struct rlimit lim = { FILES + 64, FILES + 64 };
+	static struct file files[FILES];
+	struct file late;
+	int i, held = 0, refused = -1;
+
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &lim));
+	for (i = 0; i < FILES; i++) {
+		ASSERT_EQ(0, file_open(&files[i], 0, 4096)) TH_LOG("file %d", i);
+		nop_at(files[i].cmd.cpu);
+		refused = rbln_drm_submit(files[i].dev, files[i].queue, files[i].cmd.va, 8,
+					  &files[i].cmd.handle, 1, NULL, 0, NULL);
+		if (refused)
+			break;
+		held++;
+	}
+	/* Contexts 1 to 1023: 0 means none. */
+	EXPECT_EQ(1023, held);
+	EXPECT_EQ(-ENOSPC, refused);
+	/* Opening still works; so does a file that closes making room. */
+	ASSERT_EQ(0, file_open(&late, 0, 4096));
+	file_close(&files[0]);
+	nop_at(late.cmd.cpu);
+	EXPECT_EQ(0, rbln_drm_submit(late.dev, late.queue, late.cmd.va, 8, &late.cmd.handle, 1,
+				     NULL, 0, NULL));
+	file_close(&late);
+	for (i = 1; i <= held && i < FILES; i++)
+		file_close(&files[i]);
 }
 
 /*
