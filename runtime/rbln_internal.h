@@ -198,4 +198,21 @@ void rbln_offload_free(void *p, size_t size, const char *path);
  */
 void rbln_offload_cold(void *p, size_t offset, size_t len);
 
+/* The CPU writes offloaded memory this many bytes at a time (rbln_offload_writer). */
+#define RBLN_OFFLOAD_WINDOW	(2u << 20)
+
+/*
+ * Writes into offloaded memory @base (file @path), made window by window
+ * in order, each handed to rbln_offload_wrote() once written.
+ */
+struct rbln_offload_writer {
+	char *base;
+	int fd;			/* the file, or -1: then reclaim does what it can */
+	size_t off, len;	/* the window last written, its writeback begun */
+};
+
+void rbln_offload_write_begin(struct rbln_offload_writer *w, void *base, const char *path);
+void rbln_offload_wrote(struct rbln_offload_writer *w, size_t offset, size_t len);
+void rbln_offload_write_end(struct rbln_offload_writer *w);
+
 #endif /* RBLN_INTERNAL_H */

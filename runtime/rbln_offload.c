@@ -8,6 +8,13 @@
  * pinned: under memory pressure the kernel writes it to the file and
  * drops it, instead of keeping it in RAM. Transfers to the device still go
  * through pinned staging buffers. The file goes with the host memory.
+ *
+ * What the CPU writes there goes to the file as it is written (struct
+ * rbln_offload_writer), not when reclaim gets to it: reclaim in a
+ * memory-limited cgroup cannot write file pages itself, it only waits a
+ * little for the flusher and then calls the OOM killer, which a fast
+ * writer on a slow disk reaches. Written this way, at most two windows of
+ * a tensor are in RAM at once whatever the disk's speed.
  */
 
 #include <errno.h>
@@ -140,4 +147,64 @@ void rbln_offload_cold(void *p, size_t offset, size_t len)
 	/* Advice only: if the kernel declines, reclaim just works harder. */
 	if (len)
 		madvise((void *)start, end - start, MADV_COLD);
+}
+
+/**
+ * rbln_offload_write_begin() - start writing offloaded memory
+ * @w: the writer, filled in here
+ * @base: what rbln_offload_alloc() returned
+ * @path: its file
+ *
+ * Without the file (it cannot be opened) the writes still happen; only
+ * their early writeback does not.
+ */
+void rbln_offload_write_begin(struct rbln_offload_writer *w, void *base, const char *path)
+{
+	*w = (struct rbln_offload_writer){ .base = base, .fd = open(path, O_RDWR | O_CLOEXEC) };
+}
+
+/* Waits for the last window's writeback and drops its now clean pages. */
+static void drop_last(struct rbln_offload_writer *w)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t start = ((uintptr_t)w->base + w->off) & ~(uintptr_t)(page - 1);
+	uintptr_t end = (uintptr_t)w->base + w->off + w->len;
+
+	if (w->fd < 0 || !w->len)
+		return;
+	sync_file_range(w->fd, (off64_t)w->off, (off64_t)w->len,
+			SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+			SYNC_FILE_RANGE_WAIT_AFTER);
+	/* Advice: before Linux 5.4 (no MADV_PAGEOUT) reclaim takes them first. */
+	if (madvise((void *)start, end - start, MADV_PAGEOUT))
+		madvise((void *)start, end - start, MADV_COLD);
+	w->len = 0;
+}
+
+/**
+ * rbln_offload_wrote() - @len bytes at @offset were just written
+ * @w: the writer
+ * @offset: byte offset in the memory, after every earlier window
+ * @len: bytes
+ *
+ * Starts their writeback, then waits for the previous window's and drops
+ * it: its writeback ran while this window was written.
+ */
+void rbln_offload_wrote(struct rbln_offload_writer *w, size_t offset, size_t len)
+{
+	if (w->fd < 0 || !len)
+		return;
+	sync_file_range(w->fd, (off64_t)offset, (off64_t)len, SYNC_FILE_RANGE_WRITE);
+	drop_last(w);
+	w->off = offset;
+	w->len = len;
+}
+
+/* rbln_offload_write_end() - the writes are done: the last window goes too. */
+void rbln_offload_write_end(struct rbln_offload_writer *w)
+{
+	drop_last(w);
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
 }

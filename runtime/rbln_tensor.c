@@ -266,11 +266,34 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 	return t;
 }
 
-/* @t's data was just written: offloaded, it can go to its file before it is used. */
-static rbln_tensor *written(rbln_tensor *t)
+/* Writes elements [@first, @first + @n) of @t's host memory; @arg is the filler's. */
+typedef void (*fill_fn)(rbln_tensor *t, int64_t first, int64_t n, void *arg);
+
+/*
+ * Fills @t's host memory with @fill: offloaded, a window at a time, each
+ * sent to the file as soon as it is written (rbln_offload_wrote()).
+ */
+static rbln_tensor *fill_host(rbln_tensor *t, fill_fn fill, void *arg)
 {
-	if (t && t->offload_path)
-		rbln_offload_cold(t->host, 0, t->nbytes);
+	struct rbln_offload_writer w;
+	size_t esize;
+	int64_t step, i, n;
+
+	if (!t)
+		return NULL;
+	if (!t->offload_path) {
+		fill(t, 0, t->numel, arg);
+		return t;
+	}
+	esize = rbln_dtype_size(t->dtype);
+	step = RBLN_OFFLOAD_WINDOW / esize;
+	rbln_offload_write_begin(&w, t->host, t->offload_path);
+	for (i = 0; i < t->numel; i += n) {
+		n = t->numel - i < step ? t->numel - i : step;
+		fill(t, i, n, arg);
+		rbln_offload_wrote(&w, i * esize, n * esize);
+	}
+	rbln_offload_write_end(&w);
 	return t;
 }
 
@@ -289,64 +312,75 @@ rbln_tensor *rbln_tensor_zeros(const int64_t *shape, int ndim, rbln_dtype dtype,
 {
 	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_zeros");
 
-	if (t)
+	/* A new offload file reads as zeros already: writing them would only cost RAM. */
+	if (t && !t->offload_path)
 		memset(t->host, 0, t->nbytes);
-	return written(t);
+	return t;
+}
+
+static void fill_value(rbln_tensor *t, int64_t first, int64_t n, void *value)
+{
+	size_t esize = rbln_dtype_size(t->dtype);
+	int64_t i;
+
+	for (i = first; i < first + n; i++)
+		memcpy((char *)t->host + i * esize, value, esize);
 }
 
 rbln_tensor *rbln_tensor_full(const int64_t *shape, int ndim, rbln_dtype dtype, double value,
 			      int device)
 {
-	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_full");
-	size_t esize = rbln_dtype_size(dtype);
-	int64_t i;
+	unsigned char encoded[sizeof(double)];
 
-	if (!t)
-		return NULL;
-	rbln_dtype_encode(dtype, value, t->host);
-	for (i = 1; i < t->numel; i++)
-		memcpy((char *)t->host + i * esize, t->host, esize);
-	return written(t);
+	rbln_dtype_encode(dtype, value, encoded);
+	return fill_host(tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_full"),
+			 fill_value, encoded);
+}
+
+static void fill_data(rbln_tensor *t, int64_t first, int64_t n, void *data)
+{
+	size_t esize = rbln_dtype_size(t->dtype);
+
+	memcpy((char *)t->host + first * esize, (const char *)data + first * esize, n * esize);
 }
 
 rbln_tensor *rbln_tensor_from_data(const void *data, const int64_t *shape, int ndim,
 				   rbln_dtype dtype, int device)
 {
-	rbln_tensor *t;
-
 	if (!data) {
 		rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_from_data: NULL data");
 		return NULL;
 	}
-	t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_from_data");
-	if (t)
-		memcpy(t->host, data, t->nbytes);
-	return written(t);
+	return fill_host(tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_from_data"),
+			 fill_data, (void *)data);
+}
+
+/* xorshift64*: reproducible everywhere, good enough for data. */
+static void fill_random(rbln_tensor *t, int64_t first, int64_t n, void *state)
+{
+	size_t esize = rbln_dtype_size(t->dtype);
+	uint64_t *x = state;
+	int64_t i;
+	double v;
+
+	for (i = first; i < first + n; i++) {
+		*x ^= *x >> 12;
+		*x ^= *x << 25;
+		*x ^= *x >> 27;
+		v = (double)((*x * 0x2545f4914f6cdd1dull) >> 40) / (double)(1u << 24);
+		if (t->dtype == RBLN_I32 || t->dtype == RBLN_I8)
+			v = floor(v * 256) - 128;
+		rbln_dtype_encode(t->dtype, v, (char *)t->host + i * esize);
+	}
 }
 
 rbln_tensor *rbln_tensor_rand(const int64_t *shape, int ndim, rbln_dtype dtype, uint64_t seed,
 			      int device)
 {
-	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_rand");
-	size_t esize = rbln_dtype_size(dtype);
 	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-	int64_t i;
 
-	if (!t)
-		return NULL;
-	for (i = 0; i < t->numel; i++) {
-		double v;
-
-		/* xorshift64*: reproducible everywhere, good enough for data. */
-		x ^= x >> 12;
-		x ^= x << 25;
-		x ^= x >> 27;
-		v = (double)((x * 0x2545f4914f6cdd1dull) >> 40) / (double)(1u << 24);
-		if (dtype == RBLN_I32 || dtype == RBLN_I8)
-			v = floor(v * 256) - 128;
-		rbln_dtype_encode(dtype, v, (char *)t->host + i * esize);
-	}
-	return written(t);
+	return fill_host(tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_rand"),
+			 fill_random, &x);
 }
 
 void rbln_tensor_free(rbln_tensor *t)

@@ -4,7 +4,7 @@
  * memory.max is a quarter of the tensors' size (and no swap), creating and
  * filling the tensors under offload succeeds and the device's results on
  * them are exact; without offload the same program is killed by the OOM
- * killer.
+ * killer. That holds on a slow disk too: meson runs it on one of 2 MB/s.
  *
  * Run in the VM with --scratch (offload files need a disk-backed file
  * system: the guest's root is tmpfs) and --allow-oom, emu_mem_mib >= 256.

@@ -568,6 +568,63 @@ TEST(offload)
 	rmdir(dir);
 }
 
+/*
+ * Offloaded memory is written a window at a time (2 MiB): every fill gives
+ * the same data there as in plain memory, over several windows and a part.
+ */
+TEST(offload_fills_are_exact)
+{
+	char dir[64] = "/tmp/rbln-offload-XXXXXX";
+	int64_t shape[1] = { (5 << 20) / 2 + 3 }, i, n = shape[0];
+	rbln_tensor *plain[4], *off[4];
+	int32_t *data, *x, *y;
+	int k;
+
+	ASSERT_NE(NULL, mkdtemp(dir));
+	setenv("RBLN_OFFLOAD_DIR", dir, 1);
+	data = malloc(n * 4);
+	x = malloc(n * 4);
+	y = malloc(n * 4);
+	ASSERT_TRUE(data && x && y);
+	for (i = 0; i < n; i++)
+		data[i] = (int32_t)(i * 2654435761u);
+	for (k = 0; k < 2; k++) {
+		rbln_tensor **t = k ? off : plain;
+
+		if (k)
+			ASSERT_EQ(RBLN_OK, rbln_offload_enter());
+		t[0] = rbln_tensor_zeros(shape, 1, RBLN_I32, 0);
+		t[1] = rbln_tensor_full(shape, 1, RBLN_I32, -7, 0);
+		t[2] = rbln_tensor_rand(shape, 1, RBLN_I32, 11, 0);
+		t[3] = rbln_tensor_from_data(data, shape, 1, RBLN_I32, 0);
+		if (k)
+			ASSERT_EQ(RBLN_OK, rbln_offload_exit());
+	}
+	EXPECT_EQ(4, count_files(dir));
+	for (k = 0; k < 4; k++) {
+		ASSERT_NE(NULL, plain[k]);
+		ASSERT_NE(NULL, off[k]);
+		ASSERT_EQ(RBLN_OK, rbln_tensor_read(plain[k], x, n * 4));
+		ASSERT_EQ(RBLN_OK, rbln_tensor_read(off[k], y, n * 4));
+		EXPECT_EQ(0, memcmp(x, y, n * 4)) TH_LOG("fill %d", k);
+		/* And on the device, through the file. */
+		ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(off[k]));
+		ASSERT_EQ(RBLN_OK, rbln_tensor_read(off[k], y, n * 4));
+		EXPECT_EQ(0, memcmp(x, y, n * 4)) TH_LOG("fill %d on the device", k);
+	}
+	/* The last read was from_data's. */
+	EXPECT_EQ(0, memcmp(x, data, n * 4));
+	for (k = 0; k < 4; k++) {
+		rbln_tensor_free(plain[k]);
+		rbln_tensor_free(off[k]);
+	}
+	EXPECT_EQ(0, count_files(dir));
+	free(data);
+	free(x);
+	free(y);
+	rmdir(dir);
+}
+
 static void *toggle_offload(void *arg)
 {
 	int i, *failures = arg;
