@@ -239,6 +239,7 @@ struct fz_file {
 	bool banned;		/* a job of it faulted: certain */
 	bool may_be_banned;	/* something may have banned it */
 	bool ghosts;		/* may hold handles the fuzzer does not know */
+	unsigned int peers;	/* devices (bits) whose memory it imported */
 	uint64_t failed_seen;	/* tracked jobs that ended with an error */
 	uint64_t failed_param;	/* last RBLN_PARAM_FAILED_JOBS */
 	struct fz_bo bos[FZ_MAX_BOS];
@@ -332,6 +333,7 @@ struct fz_bo *fz_find_bo(struct fz_file *f, uint32_t handle);
 struct fz_bo *fz_pick_bo(struct fz *fz, struct fz_file *f);
 void fz_forget_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
 bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo);
+void fz_bo_set_memory(struct fz_file *f, struct fz_bo *bo, int mem_dev, unsigned int mem_gen);
 uint32_t fz_unknown_handle(struct fz *fz, struct fz_file *f);
 uint64_t fz_bad_va(struct fz *fz, struct fz_file *f, bool certain);
 bool fz_va_known_free(struct fz_file *f, uint64_t va);
@@ -416,6 +418,7 @@ void op_fill_verify(struct fz *fz);
 void op_poll_jobs(struct fz *fz);
 void fz_drop_jobs(struct fz_file *f);
 void fz_jobs_lose(struct fz_file *f, uint64_t serial);
+void fz_peer_revoked(struct fz_file *f, int devi);
 void fz_wait_jobs(struct fz *fz);
 
 /* --- fuzz_events.c: everything that is not one ioctl -------------------------------- */

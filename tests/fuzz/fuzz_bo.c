@@ -552,8 +552,8 @@ void op_import(struct fz *fz)
 	bo->origin_dev = b->devi;
 	bo->origin_gen = b->dev_gen;
 	/* Device memory of a file a child changed: whose, nobody knows. */
-	bo->mem_dev = info.placement == RBLN_BO_HOST ? -1 : b->known ? b->mem_dev : FZ_MEM_UNKNOWN;
-	bo->mem_gen = b->mem_gen;
+	fz_bo_set_memory(f, bo, info.placement == RBLN_BO_HOST ? -1 :
+			 b->known ? b->mem_dev : FZ_MEM_UNKNOWN, b->mem_gen);
 }
 
 /* Closes, or maps, a dma-buf: device memory never reaches the CPU. */

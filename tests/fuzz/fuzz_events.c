@@ -191,9 +191,14 @@ void op_unplug(struct fz *fz)
 	if (rbln_emu_minor(d->id) >= 0)
 		fz_fail(fz, "rbln_emu%u still has an accel node after del_device", d->id);
 	/* Its files answer only -ENODEV now, waits on their syncobjs included. */
-	for (i = 0; i < FZ_MAX_FILES; i++)
-		if (fz->files[i].used && fz->files[i].devi == devi)
+	for (i = 0; i < FZ_MAX_FILES; i++) {
+		if (!fz->files[i].used)
+			continue;
+		if (fz->files[i].devi == devi)
 			fz_drop_jobs(&fz->files[i]);
+		else if (fz->files[i].peers & 1u << devi)
+			fz_peer_revoked(&fz->files[i], devi);
+	}
 }
 
 static void replug(struct fz *fz, int devi)

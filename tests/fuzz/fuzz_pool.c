@@ -296,6 +296,7 @@ struct fz_file *fz_open_file(struct fz *fz, int devi)
 	/* The worker's injections may land on a child's jobs at any time. */
 	f->may_be_banned = fz->child || atomic_load(&fz->sh->inject_pending[devi]) > 0;
 	f->ghosts = false;
+	f->peers = 0;
 	f->failed_seen = f->failed_param = 0;
 	f->nbos = f->nqueues = f->nsyncobjs = f->njobs = f->nstale = 0;
 	return f;
@@ -397,6 +398,19 @@ bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo)
 		return true;
 	d = &fz->devs[bo->mem_dev];
 	return d->present && d->gen == bo->mem_gen;
+}
+
+/*
+ * @bo of @f is memory of @mem_dev (-1: host, FZ_MEM_UNKNOWN). Another
+ * device's: @f imported it, and that device's removal revokes it even
+ * while @f's jobs use it (handles closed since included).
+ */
+void fz_bo_set_memory(struct fz_file *f, struct fz_bo *bo, int mem_dev, unsigned int mem_gen)
+{
+	bo->mem_dev = mem_dev;
+	bo->mem_gen = mem_gen;
+	if (mem_dev >= 0 && mem_dev != f->devi)
+		f->peers |= 1u << mem_dev;
 }
 
 /* A handle no live object of @f has: stale, zero, or far off. */

@@ -455,6 +455,22 @@ void fz_jobs_lose(struct fz_file *f, uint64_t serial)
 			f->jobs[i].clobbered = true;
 }
 
+/*
+ * Device @devi, whose memory @f imported, is gone: the mappings are
+ * revoked at once, so a job in flight that uses one faults, and its
+ * context is banned. Which of them do, the fuzzer does not track.
+ */
+void fz_peer_revoked(struct fz_file *f, int devi)
+{
+	unsigned int i;
+
+	f->peers &= ~(1u << devi);
+	f->may_be_banned = true;
+	for (i = 0; i < f->njobs; i++)
+		if (f->jobs[i].expect == FZ_JOB_VALID)
+			f->jobs[i].expect = FZ_JOB_ANY;
+}
+
 /* The file is closed or its device gone: its syncobjs went with it. */
 void fz_drop_jobs(struct fz_file *f)
 {
@@ -840,8 +856,7 @@ static struct fz_bo *import_peer(struct fz *fz, struct fz_file *f, struct fz_bo 
 		peer = fz_add_bo(fz, g, exp.handle, info.placement, info.bo_flags, info.size,
 				 info.va);
 	peer->imported = true;
-	peer->mem_dev = dev->mem_dev;
-	peer->mem_gen = dev->mem_gen;
+	fz_bo_set_memory(g, peer, dev->mem_dev, dev->mem_gen);
 	peer->origin_dev = f->devi;
 	peer->origin_gen = f->dev_gen;
 	return peer;
