@@ -782,11 +782,11 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	/*
 	 * Room for the job is taken before anything is allocated, so a signal
 	 * leaves nothing to undo, and atomically, so that racing submissions
-	 * cannot all see room for one.
+	 * cannot all see room for one. Waiters are woken when half the jobs
+	 * have retired (rbln_vm_room_put()) and then take what room there is.
 	 */
 	if (!atomic_add_unless(&rfile->vm->jobs, 1, max_jobs) &&
 	    wait_event_interruptible(rfile->vm->jobs_done,
-				     atomic_read(&rfile->vm->jobs) <= max_jobs / 2 &&
 				     atomic_add_unless(&rfile->vm->jobs, 1, max_jobs)))
 		return -ERESTARTSYS;
 	/* After the wait: a job ahead may have faulted, or the device gone. */

@@ -416,6 +416,137 @@ TEST_F(recovery, submit_waits_for_room_at_max_jobs)
 	EXPECT_EQ(1, ctx_check(&self->a, 12));
 }
 
+struct herd {
+	struct rbln_drm_device *dev;
+	uint32_t queue, cmd;
+	uint64_t cmd_va;
+	pthread_t thread;
+	_Atomic pid_t tid;
+	_Atomic int ret;	/* 1 until the SUBMIT returns */
+};
+
+static void *herd_submit(void *p)
+{
+	struct herd *h = p;
+
+	h->tid = gettid();
+	h->ret = rbln_drm_submit(h->dev, h->queue, h->cmd_va, 8, &h->cmd, 1, NULL, 0, NULL);
+	return NULL;
+}
+
+/* Thread @tid sleeps in SUBMIT's wait for room. */
+static bool waits_for_room(pid_t tid)
+{
+	char path[64], wchan[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/wchan", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	if (!fgets(wchan, sizeof(wchan), f))
+		wchan[0] = '\0';
+	fclose(f);
+	return !strcmp(wchan, "rbln_submit_ioctl");
+}
+
+/*
+ * Submitters waiting for room all wake when half the jobs have retired;
+ * together they take the room that is left and no more: the file never
+ * has more than max_jobs unfinished jobs. Half the file's jobs wait behind
+ * a hang on one queue, the other half behind a long job on a second queue
+ * that starts when the hang times out; 2 * max_jobs threads wait to add to
+ * the second queue, so every one they get in stays unfinished until the
+ * long job times out too, and can be counted.
+ */
+TEST_F(recovery, waiters_for_room_take_no_more_than_max_jobs)
+{
+	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs");
+	struct drm_rbln_sync hung = { 0 }, gate = { 0 }, hold = { 0 };
+	int fd = rbln_drm_fd(self->a.dev), status, n, returned, blocked, i;
+	struct rbln_test_buf big, longcmd;
+	struct herd herd[128];
+	struct rbln_drm_cmd c;
+	uint32_t qb, bos[2], long_len;
+	int64_t until;
+
+	if (max_jobs < 4 || max_jobs > 64)
+		SKIP(return, "needs a small max_jobs (the suite's is %lld)", max_jobs);
+	n = 2 * max_jobs;
+	ASSERT_EQ(0, rbln_drm_queue_create(self->a.dev, RBLN_QUEUE_PRIORITY_NORMAL, &qb));
+	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, 16 * MIB, RBLN_BO_DEVICE, 0, &big));
+	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, 64 * 1024, RBLN_BO_HOST, 0, &longcmd));
+	/* Seconds of work on any host: the timeout ends it. */
+	rbln_drm_cmd_init(&c, longcmd.cpu, longcmd.size);
+	while (!rbln_drm_cmd_dma_fill(&c, big.va, 0x10ad, 16 * MIB))
+		;
+	long_len = c.len;
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	rbln_drm_cmd_nop(&c);
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hold.handle));
+
+	/* Queue 1: a hang, then jobs behind it: half of max_jobs. */
+	ASSERT_EQ(0, inject(0, "hang"));
+	for (i = 0; i < max_jobs / 2; i++)
+		ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, 8,
+					     &self->a.cmd.handle, 1, NULL, 0, i ? NULL : &hung));
+	/* Queue 2: the long job, after the hang, then jobs behind it. */
+	gate.handle = hung.handle;
+	bos[0] = longcmd.handle;
+	bos[1] = big.handle;
+	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, qb, longcmd.va, long_len, bos, 2,
+				     &gate, 1, &hold));
+	for (i = 1; i < max_jobs - max_jobs / 2; i++)
+		ASSERT_EQ(0, rbln_drm_submit(self->a.dev, qb, self->a.cmd.va, 8,
+					     &self->a.cmd.handle, 1, NULL, 0, NULL));
+
+	for (i = 0; i < n; i++) {
+		herd[i] = (struct herd){ .dev = self->a.dev, .queue = qb,
+					 .cmd = self->a.cmd.handle, .cmd_va = self->a.cmd.va,
+					 .ret = 1 };
+		ASSERT_EQ(0, pthread_create(&herd[i].thread, NULL, herd_submit, &herd[i]));
+	}
+
+	/*
+	 * The hang times out, its queue drains, the herd wakes: max_jobs / 2
+	 * get in, not more (the room) and not fewer (woken, each takes room
+	 * while there is some); the others wait again while the long job runs.
+	 */
+	until = rbln_test_deadline_ns(20000);
+	do {
+		returned = blocked = 0;
+		for (i = 0; i < n; i++) {
+			if (herd[i].ret != 1)
+				returned++;
+			else if (herd[i].tid && waits_for_room(herd[i].tid))
+				blocked++;
+		}
+		/* Settled: each got in or waits again. */
+		if (returned > max_jobs / 2 || (returned && returned + blocked == n))
+			break;
+		usleep(1000);
+	} while (rbln_test_deadline_ns(0) < until);
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hold.handle, 0, &status));
+	EXPECT_EQ(0, status) TH_LOG("the long job ended before the herd was counted");
+	EXPECT_EQ(max_jobs / 2, returned) TH_LOG("%d of %d waiting submitters got in, %d wait",
+						 returned, n, blocked);
+	EXPECT_EQ(n - max_jobs / 2, blocked);
+
+	/* The long job times out; everyone gets in, and every job completes. */
+	for (i = 0; i < n; i++) {
+		pthread_join(herd[i].thread, NULL);
+		EXPECT_EQ(0, herd[i].ret);
+	}
+	ASSERT_EQ(0, drmSyncobjWait(fd, &hold.handle, 1, rbln_test_deadline_ns(20000), 0, NULL));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hold.handle, 0, &status));
+	EXPECT_EQ(-ETIMEDOUT, status);
+	EXPECT_EQ(1, ctx_check(&self->a, 15));
+	EXPECT_EQ(1, ctx_check(&self->b, 16));
+	rbln_test_buf_free(self->a.dev, &longcmd);
+	rbln_test_buf_free(self->a.dev, &big);
+}
+
 /* A job ahead faults while a submission waits for room: it is refused. */
 TEST_F(recovery, ban_while_waiting_for_room_refuses_the_submission)
 {
