@@ -898,36 +898,12 @@ rbln_status rbln_explain_dump(const rbln_explain *e, struct rbln_explain_dump *o
 
 /* --- JSON ------------------------------------------------------------------------- */
 
-/* Adds @val (NULL: creating it failed) to @obj, which then owns it; false on failure. */
-static bool jadd(struct json_object *obj, const char *key, struct json_object *val)
-{
-	if (!val)
-		return false;
-	if (json_object_object_add(obj, key, val)) {
-		json_object_put(val);
-		return false;
-	}
-	return true;
-}
-
-/* Appends @val to array @a, the same way. */
-static bool jpush(struct json_object *a, struct json_object *val)
-{
-	if (!val)
-		return false;
-	if (json_object_array_add(a, val)) {
-		json_object_put(val);
-		return false;
-	}
-	return true;
-}
-
 static struct json_object *jcounter(const struct rbln_explain_counter *c)
 {
 	struct json_object *o = json_object_new_object();
 
-	if (o && jadd(o, "count", json_object_new_int64(c->count)) &&
-	    jadd(o, "ns", json_object_new_int64(c->ns)))
+	if (o && rbln_json_add(o, "count", json_object_new_int64(c->count)) &&
+	    rbln_json_add(o, "ns", json_object_new_int64(c->ns)))
 		return o;
 	json_object_put(o);
 	return NULL;
@@ -942,20 +918,20 @@ static struct json_object *jops(const struct rbln_explain_op_count *ops, size_t 
 		return NULL;
 	for (i = 0; i < n; i++) {
 		o = json_object_new_object();
-		if (!jpush(a, o))
+		if (!rbln_json_push(a, o))
 			goto fail;
-		if (!jadd(o, "op", json_object_new_string(ops[i].op)) ||
-		    !jadd(o, "count", json_object_new_int64(ops[i].count)))
+		if (!rbln_json_add(o, "op", json_object_new_string(ops[i].op)) ||
+		    !rbln_json_add(o, "count", json_object_new_int64(ops[i].count)))
 			goto fail;
 		sites = json_object_new_array();
-		if (!jadd(o, "sites", sites))
+		if (!rbln_json_add(o, "sites", sites))
 			goto fail;
 		for (j = 0; j < ops[i].nsites; j++) {
 			s = json_object_new_object();
-			if (!jpush(sites, s))
+			if (!rbln_json_push(sites, s))
 				goto fail;
-			if (!jadd(s, "site", json_object_new_string(ops[i].sites[j].site)) ||
-			    !jadd(s, "count", json_object_new_int64(ops[i].sites[j].count)))
+			if (!rbln_json_add(s, "site", json_object_new_string(ops[i].sites[j].site)) ||
+			    !rbln_json_add(s, "count", json_object_new_int64(ops[i].sites[j].count)))
 				goto fail;
 		}
 	}
@@ -971,28 +947,28 @@ static struct json_object *jbounces(const struct rbln_explain_dump *d)
 	const struct rbln_explain_bounce_site *b;
 	size_t i;
 
-	if (!o || !jadd(o, "count", json_object_new_int64(d->host_bounce.count)) ||
-	    !jadd(o, "bytes", json_object_new_int64(d->host_bounce.bytes)) ||
-	    !jadd(o, "to_host_count", json_object_new_int64(d->host_bounce.to_host_count)) ||
-	    !jadd(o, "to_host_bytes", json_object_new_int64(d->host_bounce.to_host_bytes)) ||
-	    !jadd(o, "to_device_count", json_object_new_int64(d->host_bounce.to_device_count)) ||
-	    !jadd(o, "to_device_bytes", json_object_new_int64(d->host_bounce.to_device_bytes)))
+	if (!o || !rbln_json_add(o, "count", json_object_new_int64(d->host_bounce.count)) ||
+	    !rbln_json_add(o, "bytes", json_object_new_int64(d->host_bounce.bytes)) ||
+	    !rbln_json_add(o, "to_host_count", json_object_new_int64(d->host_bounce.to_host_count)) ||
+	    !rbln_json_add(o, "to_host_bytes", json_object_new_int64(d->host_bounce.to_host_bytes)) ||
+	    !rbln_json_add(o, "to_device_count", json_object_new_int64(d->host_bounce.to_device_count)) ||
+	    !rbln_json_add(o, "to_device_bytes", json_object_new_int64(d->host_bounce.to_device_bytes)))
 		goto fail;
 	a = json_object_new_array();
-	if (!jadd(o, "by_site", a))
+	if (!rbln_json_add(o, "by_site", a))
 		goto fail;
 	for (i = 0; i < d->host_bounce.nsites; i++) {
 		b = &d->host_bounce.by_site[i];
 		s = json_object_new_object();
-		if (!jpush(a, s))
+		if (!rbln_json_push(a, s))
 			goto fail;
-		if (!jadd(s, "site", json_object_new_string(b->site)) ||
-		    !jadd(s, "op", json_object_new_string(b->op)) ||
-		    !jadd(s, "direction", json_object_new_string(dir_name(b->to_host))) ||
-		    (b->caller ? !jadd(s, "caller", json_object_new_string(b->caller)) :
+		if (!rbln_json_add(s, "site", json_object_new_string(b->site)) ||
+		    !rbln_json_add(s, "op", json_object_new_string(b->op)) ||
+		    !rbln_json_add(s, "direction", json_object_new_string(dir_name(b->to_host))) ||
+		    (b->caller ? !rbln_json_add(s, "caller", json_object_new_string(b->caller)) :
 				 json_object_object_add(s, "caller", NULL) != 0) ||
-		    !jadd(s, "count", json_object_new_int64(b->count)) ||
-		    !jadd(s, "bytes", json_object_new_int64(b->bytes)))
+		    !rbln_json_add(s, "count", json_object_new_int64(b->count)) ||
+		    !rbln_json_add(s, "bytes", json_object_new_int64(b->bytes)))
 			goto fail;
 	}
 	return o;
@@ -1013,39 +989,39 @@ char *rbln_explain_dump_json(const rbln_explain *e)
 		return NULL;
 	d = &e->dump;
 	root = json_object_new_object();
-	if (!root || !jadd(root, "clean", json_object_new_boolean(e->verdict.clean)) ||
-	    !jadd(root, "signals", json_object_new_int64((int64_t)e->verdict.nreasons)))
+	if (!root || !rbln_json_add(root, "clean", json_object_new_boolean(e->verdict.clean)) ||
+	    !rbln_json_add(root, "signals", json_object_new_int64((int64_t)e->verdict.nreasons)))
 		goto fail;
 	reasons = json_object_new_array();
-	if (!jadd(root, "reasons", reasons))
+	if (!rbln_json_add(root, "reasons", reasons))
 		goto fail;
 	for (i = 0; i < e->verdict.nreasons; i++)
-		if (!jpush(reasons, json_object_new_string(e->verdict.reasons[i])))
+		if (!rbln_json_push(reasons, json_object_new_string(e->verdict.reasons[i])))
 			goto fail;
-	if (!jadd(root, "with_stack", json_object_new_boolean(d->with_stack)) ||
-	    !jadd(root, "wall_ns", json_object_new_int64(d->wall_ns)))
+	if (!rbln_json_add(root, "with_stack", json_object_new_boolean(d->with_stack)) ||
+	    !rbln_json_add(root, "wall_ns", json_object_new_int64(d->wall_ns)))
 		goto fail;
 	o = json_object_new_object();
-	if (!jadd(root, "dispatch", o) ||
-	    !jadd(o, "total", jcounter(&d->dispatch.total)) ||
-	    !jadd(o, "warm_hit", jcounter(&d->dispatch.warm_hit)) ||
-	    !jadd(o, "recompile", jcounter(&d->dispatch.recompile)) ||
-	    !jadd(o, "cpu_fallback", jcounter(&d->dispatch.cpu_fallback)) ||
-	    !jadd(root, "recompiles_by_op", jops(d->recompiles_by_op, d->nrecompile_ops)) ||
-	    !jadd(root, "fallbacks_by_op", jops(d->fallbacks_by_op, d->nfallback_ops)) ||
-	    !jadd(root, "host_bounce", jbounces(d)))
+	if (!rbln_json_add(root, "dispatch", o) ||
+	    !rbln_json_add(o, "total", jcounter(&d->dispatch.total)) ||
+	    !rbln_json_add(o, "warm_hit", jcounter(&d->dispatch.warm_hit)) ||
+	    !rbln_json_add(o, "recompile", jcounter(&d->dispatch.recompile)) ||
+	    !rbln_json_add(o, "cpu_fallback", jcounter(&d->dispatch.cpu_fallback)) ||
+	    !rbln_json_add(root, "recompiles_by_op", jops(d->recompiles_by_op, d->nrecompile_ops)) ||
+	    !rbln_json_add(root, "fallbacks_by_op", jops(d->fallbacks_by_op, d->nfallback_ops)) ||
+	    !rbln_json_add(root, "host_bounce", jbounces(d)))
 		goto fail;
 	o = json_object_new_object();
-	if (!jadd(root, "residency", o) ||
-	    !jadd(o, "device_bytes", json_object_new_int64(d->residency.device_bytes)) ||
-	    !jadd(o, "lazy_bytes", json_object_new_int64(d->residency.lazy_bytes)) ||
-	    !jadd(o, "offloaded_bytes", json_object_new_int64(d->residency.offloaded_bytes)))
+	if (!rbln_json_add(root, "residency", o) ||
+	    !rbln_json_add(o, "device_bytes", json_object_new_int64(d->residency.device_bytes)) ||
+	    !rbln_json_add(o, "lazy_bytes", json_object_new_int64(d->residency.lazy_bytes)) ||
+	    !rbln_json_add(o, "offloaded_bytes", json_object_new_int64(d->residency.offloaded_bytes)))
 		goto fail;
 	o = json_object_new_object();
-	if (!jadd(root, "device_memory", o) ||
-	    !jadd(o, "current", json_object_new_int64(d->device_memory.current)) ||
-	    !jadd(o, "peak", json_object_new_int64(d->device_memory.peak)) ||
-	    !jadd(root, "unattributed", json_object_new_int64(d->unattributed)))
+	if (!rbln_json_add(root, "device_memory", o) ||
+	    !rbln_json_add(o, "current", json_object_new_int64(d->device_memory.current)) ||
+	    !rbln_json_add(o, "peak", json_object_new_int64(d->device_memory.peak)) ||
+	    !rbln_json_add(root, "unattributed", json_object_new_int64(d->unattributed)))
 		goto fail;
 	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
 					      JSON_C_TO_STRING_NOSLASHESCAPE);

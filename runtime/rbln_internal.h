@@ -13,6 +13,15 @@
 #include "rbln/rbln.h"
 #include "rbln_alloc.h"
 
+/*
+ * JSON (rbln_json.c): adds @val (NULL: creating it failed) to object @obj
+ * under @key, or appends it to array @a; the container then owns it.
+ * False on failure, @val freed.
+ */
+struct json_object;
+bool rbln_json_add(struct json_object *obj, const char *key, struct json_object *val);
+bool rbln_json_push(struct json_object *a, struct json_object *val);
+
 /* Sets the calling thread's last error; returns @status. */
 rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
