@@ -95,9 +95,25 @@
  * active).  Readers, reset_peak and reset_accumulated hold the allocator's
  * mutex and every thread cache's: a snapshot is of one state, in which
  * cached == reserved - active.
+ *
+ * History.  Off, the entry points test one flag and pass no call record
+ * down (struct call): nothing is recorded, no site captured, and a free
+ * tests the block's site, which it keeps only from an allocation made with
+ * history on.  On, an entry point captures its caller's return addresses (with stacks)
+ * before taking any lock, and each event goes into a bounded ring under
+ * the history's own mutex, taken inside whichever lock guards the block
+ * or segment the event is about (the allocator's, or a thread cache's on
+ * its fast path): so an event is in the ring before another thread can see
+ * the change it records, and a block's alloc and free events come in the
+ * order it changed hands.  Lock order: allocator, thread caches, history.
+ * A free with its job pending is kept aside (struct pending_free) until the
+ * allocator finds the job's point done or hands the memory out again on
+ * that queue: then its free_completed is recorded.  Snapshots hold every
+ * lock, like the statistics, and add up to them exactly.
  */
 
 #include <errno.h>
+#include <execinfo.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdalign.h>
@@ -107,6 +123,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "rbln_alloc.h"
 
@@ -160,7 +177,9 @@ struct pstate {
 struct rbln_segment {
 	uint64_t va, size;
 	uint32_t handle;
+	uint32_t queue;			/* of the request it was reserved for */
 	enum pool_id pool;
+	struct rbln_alloc_site *site;	/* where that request came from, with history on */
 	struct rbln_block *first;	/* lowest-address block; never changes */
 	struct rbln_segment *prev, *next;
 };
@@ -176,12 +195,14 @@ struct rbln_block {
 	uint64_t requested;		/* bytes the caller asked for, while allocated */
 	bool allocated;			/* not in a pool: in use or in a thread cache */
 	bool in_tc;			/* in a thread cache */
+	uint32_t queue;			/* the queue it was last allocated for */
 	struct pstate st;
 
 	enum block_where where;
+	uint32_t prio;
 	struct rbln_block *left, *right;	/* treap links; a thread cache's age list */
 	struct rbln_block *tc_prev, *tc_next;	/* a thread cache's size bin */
-	uint32_t prio;
+	struct rbln_alloc_site *site;	/* where it was allocated, while allocated with history on */
 	size_t heap_idx;
 };
 
@@ -222,6 +243,29 @@ struct tcache {
 	int64_t allow[S_SHARED];	/* how far cur may rise without the allocator's mutex */
 };
 
+/* A free whose last job is not done: its free_completed is due then. */
+struct pending_free {
+	uint64_t addr, size, point;
+	uint32_t queue;
+	struct rbln_alloc_site *site;
+};
+
+/* The memory history (see History); its mutex is taken last of all. */
+struct history {
+	pthread_mutex_t lock;
+	atomic_bool stacks;
+	struct rbln_alloc_event *ring;	/* NULL while off */
+	size_t cap, max, head, len;	/* allocated, the bound, the oldest, in use */
+	struct pending_free *pend;	/* in order of free */
+	size_t npend, pend_cap;
+	uint64_t pend_min;		/* the lowest point in pend */
+};
+
+/* An allocator call whose events are recorded; NULL where history is off. */
+struct call {
+	struct rbln_alloc_site *site;	/* NULL without stacks */
+};
+
 struct block_chunk {
 	struct block_chunk *next;
 	struct rbln_block blocks[BLOCKS_PER_CHUNK];
@@ -249,6 +293,7 @@ struct rbln_allocator {
 	pthread_t first_thread;
 	bool first_set;
 	atomic_bool shared;
+	atomic_bool hist_on;		/* history: the one flag the fast paths test, by shared */
 	struct tcache *tcaches;
 
 	int64_t base[S_SHARED];		/* current values, but for the thread caches' shares */
@@ -257,6 +302,8 @@ struct rbln_allocator {
 	struct totals totals;		/* of the mutex-protected paths */
 	struct rbln_stat reserved;
 	int64_t num_alloc_retries, num_ooms, num_device_alloc, num_device_free;
+
+	struct history hist;
 };
 
 /* ---- statistics ------------------------------------------------------- */
@@ -511,6 +558,259 @@ static struct pstate pstate_merge(struct pstate x, struct pstate y)
 	return r;
 }
 
+/* ---- history ---------------------------------------------------------- */
+
+static bool hist_on(struct rbln_allocator *a)
+{
+	return atomic_load_explicit(&a->hist_on, memory_order_relaxed);
+}
+
+static struct rbln_alloc_site *site_get(struct rbln_alloc_site *s)
+{
+	if (s)
+		atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+	return s;
+}
+
+void rbln_alloc_site_put(struct rbln_alloc_site *s)
+{
+	if (s && atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+		free(s);
+}
+
+/*
+ * The return addresses from the entry point that calls it on (not inlined,
+ * so that its own frame is the one to drop); NULL out of memory.
+ */
+static __attribute__((noinline)) struct rbln_alloc_site *site_capture(void)
+{
+	void *buf[RBLN_ALLOC_SITE_FRAMES + 1];
+	int n = backtrace(buf, RBLN_ALLOC_SITE_FRAMES + 1);
+	struct rbln_alloc_site *s;
+
+	if (n <= 1)
+		return NULL;
+	s = malloc(sizeof(*s) + (size_t)(n - 1) * sizeof(void *));
+	if (!s)
+		return NULL;
+	atomic_init(&s->refs, 1);
+	s->nframes = (unsigned int)(n - 1);
+	memcpy(s->frames, buf + 1, s->nframes * sizeof(void *));
+	return s;
+}
+
+/* An entry point's call, history on: with stacks, its caller's site. */
+static void call_begin(struct rbln_allocator *a, struct call *c)
+{
+	c->site = atomic_load(&a->hist.stacks) ? site_capture() : NULL;
+}
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Appends an event, the history's lock held: the oldest goes when the ring is full. */
+static void hist_push_locked(struct history *h, enum rbln_memory_action act, uint64_t addr,
+			     uint64_t size, uint32_t queue, struct rbln_alloc_site *site)
+{
+	struct rbln_alloc_event *e;
+
+	/* grows until the bound; the ring only wraps once it is full, so head is 0 here */
+	if (h->len == h->cap && h->cap < h->max && !h->head) {
+		size_t cap = h->cap * 2 < h->max ? h->cap * 2 : h->max;
+
+		e = realloc(h->ring, cap * sizeof(*e));
+		if (e) {
+			h->ring = e;
+			h->cap = cap;
+		}
+	}
+	if (h->len == h->cap) {
+		rbln_alloc_site_put(h->ring[h->head].site);
+		h->head = (h->head + 1) % h->cap;
+		h->len--;
+	}
+	h->ring[(h->head + h->len++) % h->cap] = (struct rbln_alloc_event){
+		.action = act, .queue = queue, .addr = addr, .size = size,
+		.time_us = now_us(), .site = site_get(site),
+	};
+}
+
+/*
+ * Records free_completed for the pending frees whose point is done or
+ * whose memory [@va, @va + @size) is handed out again (on their queue,
+ * before the point), in order of free; the history's lock held.
+ */
+static void hist_complete_locked(struct rbln_allocator *a, uint64_t va, uint64_t size)
+{
+	struct history *h = &a->hist;
+	uint64_t min = UINT64_MAX;
+	size_t i, n = 0;
+
+	if (!h->npend || (!size && !a->ops.point_done(a->ctx, h->pend_min)))
+		return;
+	for (i = 0; i < h->npend; i++) {
+		struct pending_free *p = &h->pend[i];
+
+		if ((p->addr < va + size && va < p->addr + p->size) ||
+		    a->ops.point_done(a->ctx, p->point)) {
+			hist_push_locked(h, RBLN_MEMORY_FREE_COMPLETED, p->addr, p->size, p->queue,
+					 p->site);
+			rbln_alloc_site_put(p->site);
+			continue;
+		}
+		if (p->point < min)
+			min = p->point;
+		h->pend[n++] = *p;
+	}
+	h->npend = n;
+	h->pend_min = min;
+}
+
+/*
+ * Records event @act of call @c (NULL: history off); the lock that
+ * guards what it records held, so that events come in their true order.
+ * An allocation of memory still pending (reused on its queue) completes
+ * the frees of that memory first.
+ */
+static void hist_event(struct rbln_allocator *a, const struct call *c,
+		       enum rbln_memory_action act, uint64_t addr, uint64_t size, uint32_t queue,
+		       bool reused_pending)
+{
+	struct history *h = &a->hist;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&h->lock);
+	if (h->ring) {
+		hist_complete_locked(a, reused_pending ? addr : 0, reused_pending ? size : 0);
+		hist_push_locked(h, act, addr, size, queue, c->site);
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+/*
+ * Records the free of @b (requested size and queue still set) with pending
+ * state @st in call @c (not NULL: callers test it, as this is not inlined):
+ * free_requested, then free_completed at once or when its point is done.
+ */
+static void hist_free(struct rbln_allocator *a, const struct call *c, const struct rbln_block *b,
+		      struct pstate st)
+{
+	struct history *h = &a->hist;
+	struct pending_free *p;
+
+	pthread_mutex_lock(&h->lock);
+	if (!h->ring)
+		goto out;
+	hist_complete_locked(a, 0, 0);
+	hist_push_locked(h, RBLN_MEMORY_FREE_REQUESTED, b->va, b->requested, b->queue, c->site);
+	if (!st.point) {
+		hist_push_locked(h, RBLN_MEMORY_FREE_COMPLETED, b->va, b->requested, b->queue,
+				 c->site);
+		goto out;
+	}
+	/* as bounded as the ring: without room, the oldest is never completed */
+	if (h->npend == h->pend_cap) {
+		size_t cap = h->pend_cap ? 2 * h->pend_cap : 64;
+
+		if (cap > h->max)
+			cap = h->max;
+		p = cap > h->pend_cap ? realloc(h->pend, cap * sizeof(*p)) : NULL;
+		if (p) {
+			h->pend = p;
+			h->pend_cap = cap;
+		} else if (h->npend) {
+			rbln_alloc_site_put(h->pend[0].site);
+			memmove(h->pend, h->pend + 1, --h->npend * sizeof(*p));
+		} else {
+			goto out;
+		}
+	}
+	if (!h->npend || st.point < h->pend_min)
+		h->pend_min = st.point;
+	h->pend[h->npend++] = (struct pending_free){
+		.addr = b->va, .size = b->requested, .point = st.point, .queue = b->queue,
+		.site = site_get(c->site),
+	};
+out:
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* Drops every event and pending free; the history's lock held. */
+static void hist_clear_locked(struct history *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->len; i++)
+		rbln_alloc_site_put(h->ring[(h->head + i) % h->cap].site);
+	for (i = 0; i < h->npend; i++)
+		rbln_alloc_site_put(h->pend[i].site);
+	free(h->ring);
+	free(h->pend);
+	h->ring = NULL;
+	h->pend = NULL;
+	h->cap = h->max = h->head = h->len = h->npend = h->pend_cap = 0;
+}
+
+/* A ring bounded by @max keeping the newest events that fit; the history's lock held. */
+static int hist_resize_locked(struct history *h, size_t max)
+{
+	size_t keep = h->len < max ? h->len : max, cap = max < 64 ? max : 64, i;
+	struct rbln_alloc_event *r;
+
+	if (cap < keep)
+		cap = keep;
+	r = malloc(cap * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (i = 0; i < h->len - keep; i++)
+		rbln_alloc_site_put(h->ring[(h->head + i) % h->cap].site);
+	for (i = 0; i < keep; i++)
+		r[i] = h->ring[(h->head + h->len - keep + i) % h->cap];
+	free(h->ring);
+	h->ring = r;
+	h->cap = cap;
+	h->max = max;
+	h->head = 0;
+	h->len = keep;
+	return 0;
+}
+
+int rbln_allocator_record_history(struct rbln_allocator *a, bool enabled, bool stacks,
+				  size_t max_entries)
+{
+	struct history *h;
+	int ret = 0;
+
+	if (!a || (enabled && (!max_entries || max_entries > RBLN_MEMORY_HISTORY_MAX)))
+		return -EINVAL;
+	h = &a->hist;
+	if (enabled && stacks) {
+		void *f;
+
+		/* the first backtrace() loads the unwinder: here, not in an allocation */
+		backtrace(&f, 1);
+	}
+	pthread_mutex_lock(&h->lock);
+	if (!enabled) {
+		atomic_store(&a->hist_on, false);
+		hist_clear_locked(h);
+	} else {
+		ret = hist_resize_locked(h, max_entries);
+		if (!ret) {
+			atomic_store(&h->stacks, stacks);
+			atomic_store(&a->hist_on, true);
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	return ret;
+}
+
 /* ---- block records ---------------------------------------------------- */
 
 static struct rbln_block *block_new(struct rbln_allocator *a)
@@ -540,6 +840,15 @@ static void block_put(struct rbln_allocator *a, struct rbln_block *b)
 {
 	b->next = a->spare;
 	a->spare = b;
+}
+
+/* A block leaving use forgets where it was allocated: free blocks have no site. */
+static void block_drop_site(struct rbln_block *b)
+{
+	if (b->site) {
+		rbln_alloc_site_put(b->site);
+		b->site = NULL;
+	}
 }
 
 /* ---- treaps ----------------------------------------------------------- */
@@ -1212,7 +1521,7 @@ static struct rbln_block *tc_best(struct rbln_allocator *a, struct tcache *tc, u
  * @exact, the caller holds every lock and folds the peaks afterwards.
  */
 static int tc_take(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded, uint64_t size,
-		   uint32_t queue, bool exact, struct rbln_block **out)
+		   uint32_t queue, bool exact, const struct call *c, struct rbln_block **out)
 {
 	struct rbln_block *b = tc_best(a, tc, rounded, queue);
 	struct delta d;
@@ -1225,6 +1534,11 @@ static int tc_take(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded
 	tc_unlink(tc, b);
 	b->in_tc = false;
 	b->requested = size;
+	b->queue = queue;
+	if (c) {
+		b->site = site_get(c->site);
+		hist_event(a, c, RBLN_MEMORY_ALLOC, b->va, size, queue, b->st.point != 0);
+	}
 	*out = b;
 	return 0;
 }
@@ -1235,7 +1549,7 @@ static int tc_take(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded
  * allowance is short.  @exact as for tc_take().
  */
 static int tc_put(struct rbln_allocator *a, struct tcache *tc, struct rbln_block *b,
-		  struct pstate last, bool exact)
+		  struct pstate last, bool exact, const struct call *c)
 {
 	struct delta d;
 
@@ -1245,15 +1559,19 @@ static int tc_put(struct rbln_allocator *a, struct tcache *tc, struct rbln_block
 	if (!tc_delta_apply(tc, &d, exact))
 		return -EAGAIN;
 	b->st = pstate_merge(pstate_normalize(a, b->st), pstate_normalize(a, last));
+	if (c)
+		hist_free(a, c, b, b->st);
+	block_drop_site(b);
 	b->in_tc = true;
 	b->requested = 0;
 	tc_push(tc, b);
 	return 0;
 }
 
-/* An allocation from this thread's cache: true and *out, or false. */
-static bool tc_alloc(struct rbln_allocator *a, uint64_t rounded, uint64_t size, uint32_t queue,
-		     struct rbln_block **out)
+/* An allocation from this thread's cache: true and *out, or false.  Inlined as take_block(). */
+static inline __attribute__((always_inline)) bool
+tc_alloc(struct rbln_allocator *a, uint64_t rounded, uint64_t size, uint32_t queue,
+	 const struct call *c, struct rbln_block **out)
 {
 	struct tcache *tc = tc_find(a);
 	int ret;
@@ -1261,14 +1579,14 @@ static bool tc_alloc(struct rbln_allocator *a, uint64_t rounded, uint64_t size, 
 	if (!tc)
 		return false;
 	pthread_mutex_lock(&tc->lock);
-	ret = tc_take(a, tc, rounded, size, queue, false, out);
+	ret = tc_take(a, tc, rounded, size, queue, false, c, out);
 	pthread_mutex_unlock(&tc->lock);
 	if (ret != -EAGAIN)
 		return !ret;
 	/* past its allowance: again with every lock, to fold the peaks exactly */
 	pthread_mutex_lock(&a->lock);
 	tc_lock_all(a);
-	ret = tc_take(a, tc, rounded, size, queue, true, out);
+	ret = tc_take(a, tc, rounded, size, queue, true, c, out);
 	if (!ret)
 		peaks_fold_locked(a, true);
 	tc_unlock_all(a);
@@ -1276,8 +1594,12 @@ static bool tc_alloc(struct rbln_allocator *a, uint64_t rounded, uint64_t size, 
 	return !ret;
 }
 
-/* A free into this thread's cache: false when @b is not for it (the caller frees it to its pool). */
-static bool tc_free(struct rbln_allocator *a, struct rbln_block *b, struct pstate last)
+/*
+ * A free into this thread's cache: false when @b is not for it (the caller
+ * frees it to its pool).  Inlined as take_block().
+ */
+static inline __attribute__((always_inline)) bool
+tc_free(struct rbln_allocator *a, struct rbln_block *b, struct pstate last, const struct call *c)
 {
 	struct rbln_block *list = NULL;
 	struct tcache *tc;
@@ -1286,12 +1608,12 @@ static bool tc_free(struct rbln_allocator *a, struct rbln_block *b, struct pstat
 	if (b->seg->pool != POOL_SMALL || b->size > TC_MAX_SIZE || !(tc = tc_find(a)))
 		return false;
 	pthread_mutex_lock(&tc->lock);
-	if (tc_put(a, tc, b, last, false)) {
+	if (tc_put(a, tc, b, last, false, c)) {
 		/* past its allowance: again with every lock, to fold the peaks exactly */
 		pthread_mutex_unlock(&tc->lock);
 		pthread_mutex_lock(&a->lock);
 		tc_lock_all(a);
-		tc_put(a, tc, b, last, true);
+		tc_put(a, tc, b, last, true, c);
 		peaks_fold_locked(a, true);
 		locked = true;
 	}
@@ -1318,8 +1640,11 @@ static bool segment_unsplit_free(const struct rbln_segment *s)
 	return !s->first->allocated && s->first->size == s->size;
 }
 
-static void segment_release(struct rbln_allocator *a, struct rbln_segment *s, struct delta *d)
+static void segment_release(struct rbln_allocator *a, struct rbln_segment *s, struct delta *d,
+			    const struct call *c)
 {
+	hist_event(a, c, RBLN_MEMORY_SEGMENT_FREE, s->va, s->size, s->queue, false);
+	rbln_alloc_site_put(s->site);
 	unlink_free(a, s->first);
 	a->ops.free(a->ctx, s->handle);
 	a->num_device_free++;
@@ -1337,14 +1662,14 @@ static void segment_release(struct rbln_allocator *a, struct rbln_segment *s, st
 }
 
 /* Releases every entirely free segment whose memory no job still uses. */
-static void release_cached(struct rbln_allocator *a, struct delta *d)
+static void release_cached(struct rbln_allocator *a, struct delta *d, const struct call *c)
 {
 	struct rbln_segment *s = a->segments, *next;
 
 	for (; s; s = next) {
 		next = s->next;
 		if (segment_unsplit_free(s) && !pstate_normalize(a, s->first->st).point)
-			segment_release(a, s, d);
+			segment_release(a, s, d, c);
 	}
 }
 
@@ -1373,8 +1698,8 @@ static uint64_t segment_size_for(const struct rbln_allocator *a, enum pool_id po
  * Reserves a new segment from the provider and indexes it as one free block.
  * 0 and *out, or the provider's -errno, or -ENOMEM (host).
  */
-static int segment_new(struct rbln_allocator *a, enum pool_id pool, uint64_t size,
-		       struct rbln_block **out, struct delta *d)
+static int segment_new(struct rbln_allocator *a, enum pool_id pool, uint64_t size, uint32_t queue,
+		       const struct call *c, struct rbln_block **out, struct delta *d)
 {
 	struct rbln_segment *s;
 	struct rbln_block *b;
@@ -1403,7 +1728,11 @@ static int segment_new(struct rbln_allocator *a, enum pool_id pool, uint64_t siz
 	s->va = va;
 	s->size = size;
 	s->handle = handle;
+	s->queue = queue;
 	s->pool = pool;
+	if (c)
+		s->site = site_get(c->site);
+	hist_event(a, c, RBLN_MEMORY_SEGMENT_ALLOC, va, size, queue, false);
 	s->first = b;
 	s->next = a->segments;
 	if (a->segments)
@@ -1470,9 +1799,14 @@ static struct rbln_block *find_free(struct rbln_allocator *a, enum pool_id pool,
 	return block_cmp(TREE_READY, q, r) < 0 ? q : r;
 }
 
-/* Hands out @b (free, big enough) for @size bytes, splitting off the rest. */
-static void take_block(struct rbln_allocator *a, struct rbln_block *b, uint64_t rounded,
-		       uint64_t size, struct delta *d)
+/*
+ * Hands out @b (free, big enough) for @size bytes on @queue, splitting off
+ * the rest.  Inlined into both copies of alloc_call(): in the one without
+ * history, the recording goes (see alloc_call()).
+ */
+static inline __attribute__((always_inline)) void
+take_block(struct rbln_allocator *a, struct rbln_block *b, uint64_t rounded, uint64_t size,
+	   uint32_t queue, const struct call *c, struct delta *d)
 {
 	uint64_t remaining = b->size - rounded;
 	struct rbln_block *r;
@@ -1497,6 +1831,12 @@ static void take_block(struct rbln_allocator *a, struct rbln_block *b, uint64_t 
 	/* b->st stays: memory still pending on this queue stays so when freed again */
 	b->allocated = true;
 	b->requested = size;
+	b->queue = queue;
+	if (c) {
+		b->site = site_get(c->site);
+		hist_event(a, c, RBLN_MEMORY_ALLOC, b->va, size, queue,
+			   pstate_normalize(a, b->st).point != 0);
+	}
 	d->d[S_ALLOCATED] += (int64_t)size;
 	d->d[S_ACTIVE] += (int64_t)b->size;
 	d->d[S_CACHED] -= (int64_t)b->size;
@@ -1507,8 +1847,13 @@ static double mib(int64_t bytes)
 	return (double)bytes / (double)MiB;
 }
 
-int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue,
-			 struct rbln_block **out, char *msg, size_t msglen)
+/*
+ * Inlined into its entry point twice, once with @c NULL: there the
+ * compiler drops the recording, so history off costs the flag's test alone.
+ */
+static inline __attribute__((always_inline)) int
+alloc_call(struct rbln_allocator *a, uint64_t size, uint32_t queue, struct rbln_block **out,
+	   char *msg, size_t msglen, const struct call *c)
 {
 	struct rbln_block *b = NULL;
 	struct delta d = { { 0 } };
@@ -1527,7 +1872,7 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 		return -EINVAL;
 	}
 	rounded = (size + MIN_BLOCK_SIZE - 1) & ~(MIN_BLOCK_SIZE - 1);
-	if (rounded <= TC_MAX_SIZE && tc_enabled(a) && tc_alloc(a, rounded, size, queue, out))
+	if (rounded <= TC_MAX_SIZE && tc_enabled(a) && tc_alloc(a, rounded, size, queue, c, out))
 		return 0;
 	pool = rounded <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
 	segsize = segment_size_for(a, pool, rounded);
@@ -1557,8 +1902,8 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 				break;
 		}
 		if (attempt == 1 || a->conf.release_before_grow)
-			release_cached(a, &d);
-		ret = segment_new(a, pool, segsize, &b, &d);
+			release_cached(a, &d, c);
+		ret = segment_new(a, pool, segsize, queue, c, &b, &d);
 		if (!ret)
 			break;
 		if (ret != -ENOSPC) {
@@ -1570,6 +1915,7 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 			int64_t allocated;
 
 			a->num_ooms++;
+			hist_event(a, c, RBLN_MEMORY_OOM, 0, size, queue, false);
 			delta_apply(a, &d);
 			d = (struct delta){ { 0 } };
 			/* consistent figures: no thread cache changes them meanwhile */
@@ -1601,7 +1947,7 @@ int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue
 		a->ops.synchronize(a->ctx);
 		pthread_mutex_lock(&a->lock);
 	}
-	take_block(a, b, rounded, size, &d);
+	take_block(a, b, rounded, size, queue, c, &d);
 	*out = b;
 	ret = 0;
 out:
@@ -1611,8 +1957,28 @@ out:
 	return ret;
 }
 
-void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_t last_point,
-			 uint32_t last_queue)
+/*
+ * History costs the entry points one test of a flag while it is off; on,
+ * each captures its caller's site (with stacks) before taking any lock.
+ */
+int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue,
+			 struct rbln_block **out, char *msg, size_t msglen)
+{
+	struct call c;
+	int ret;
+
+	if (__builtin_expect(!a || !hist_on(a), 1))
+		return alloc_call(a, size, queue, out, msg, msglen, NULL);
+	call_begin(a, &c);
+	ret = alloc_call(a, size, queue, out, msg, msglen, &c);
+	rbln_alloc_site_put(c.site);
+	return ret;
+}
+
+/* Inlined twice, as alloc_call(). */
+static inline __attribute__((always_inline)) void
+free_call(struct rbln_allocator *a, struct rbln_block *b, uint64_t last_point,
+	  uint32_t last_queue, const struct call *c)
 {
 	struct pstate last = { .point = last_point, .queue = last_queue };
 	struct delta d;
@@ -1620,7 +1986,7 @@ void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_
 
 	if (!a || !b)
 		return;
-	if (tc_enabled(a) && tc_free(a, b, last))
+	if (tc_enabled(a) && tc_free(a, b, last, c))
 		return;
 	pthread_mutex_lock(&a->lock);
 	note_thread(a);
@@ -1637,15 +2003,32 @@ void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_
 	    !tc_find(a) && tc_get_locked(a)) {
 		/* this thread's first free since caching started: its cache exists now */
 		pthread_mutex_unlock(&a->lock);
-		if (tc_free(a, b, last))
+		if (tc_free(a, b, last, c))
 			return;
 		pthread_mutex_lock(&a->lock);
 	}
 	st = pstate_merge(pstate_normalize(a, b->st), pstate_normalize(a, last));
 	d = (struct delta){ { -(int64_t)b->requested, -(int64_t)b->size, (int64_t)b->size } };
+	if (c)
+		hist_free(a, c, b, st);
+	block_drop_site(b);
 	pool_put(a, b, st);
 	delta_apply(a, &d);
 	pthread_mutex_unlock(&a->lock);
+}
+
+void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_t last_point,
+			 uint32_t last_queue)
+{
+	struct call c;
+
+	if (__builtin_expect(!a || !hist_on(a), 1)) {
+		free_call(a, b, last_point, last_queue, NULL);
+		return;
+	}
+	call_begin(a, &c);
+	free_call(a, b, last_point, last_queue, &c);
+	rbln_alloc_site_put(c.site);
 }
 
 uint64_t rbln_block_va(const struct rbln_block *b)
@@ -1672,9 +2055,14 @@ uint32_t rbln_block_handle(const struct rbln_block *b)
 void rbln_allocator_empty_cache(struct rbln_allocator *a)
 {
 	struct delta d = { { 0 } };
+	struct call call = { NULL }, *c = NULL;
 
 	if (!a)
 		return;
+	if (hist_on(a)) {
+		call_begin(a, &call);
+		c = &call;
+	}
 	pthread_mutex_lock(&a->lock);
 	tc_reclaim(a, true);
 	process_pending(a);
@@ -1685,9 +2073,10 @@ void rbln_allocator_empty_cache(struct rbln_allocator *a)
 		tc_reclaim(a, true);
 		process_pending(a);
 	}
-	release_cached(a, &d);
+	release_cached(a, &d, c);
 	delta_apply(a, &d);
 	pthread_mutex_unlock(&a->lock);
+	rbln_alloc_site_put(call.site);
 }
 
 /* ---- lifetime and statistics ------------------------------------------ */
@@ -1726,6 +2115,10 @@ struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops 
 	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
 	ret = pthread_mutex_init(&a->lock, &attr);
 	pthread_mutexattr_destroy(&attr);
+	if (!ret && pthread_mutex_init(&a->hist.lock, NULL)) {
+		pthread_mutex_destroy(&a->lock);
+		ret = -1;
+	}
 	if (ret) {
 		free(a);
 		errno = ENOMEM;
@@ -1736,6 +2129,8 @@ struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops 
 	a->conf = c;
 	a->prio_state = (uint64_t)(uintptr_t)a;
 	atomic_init(&a->shared, false);
+	atomic_init(&a->hist_on, false);
+	atomic_init(&a->hist.stacks, false);
 	/* a destroyed allocator's caches of this thread: a new one may get its address */
 	tc_prune();
 	return a;
@@ -1775,10 +2170,17 @@ void rbln_allocator_destroy(struct rbln_allocator *a)
 	tc_prune();
 
 	for (s = a->segments; s; s = next) {
+		struct rbln_block *b;
+
 		next = s->next;
+		for (b = s->first; b; b = b->next)
+			block_drop_site(b);
+		rbln_alloc_site_put(s->site);
 		a->ops.free(a->ctx, s->handle);
 		free(s);
 	}
+	hist_clear_locked(&a->hist);	/* nobody else can hold it now */
+	pthread_mutex_destroy(&a->hist.lock);
 	for (c = a->chunks; c; c = cn) {
 		cn = c->next;
 		free(c);
@@ -1855,4 +2257,123 @@ void rbln_allocator_reset_accumulated(struct rbln_allocator *a)
 	a->num_device_free = 0;
 	tc_unlock_all(a);
 	pthread_mutex_unlock(&a->lock);
+}
+
+/* ---- snapshots -------------------------------------------------------- */
+
+/* The allocator's mutex and every thread cache's held. */
+static void snap_block(const struct rbln_allocator *a, const struct rbln_block *b,
+		       struct rbln_alloc_snap_block *o)
+{
+	struct pstate st = pstate_normalize(a, b->st);
+
+	*o = (struct rbln_alloc_snap_block){
+		.va = b->va, .size = b->size, .queue = -1, .thread_cached = b->in_tc,
+	};
+	if (b->allocated && !b->in_tc) {
+		o->state = RBLN_BLOCK_ACTIVE_ALLOCATED;
+		o->requested = b->requested;
+		o->queue = b->queue;
+		o->site = site_get(b->site);
+	} else if (st.point) {
+		o->state = RBLN_BLOCK_ACTIVE_PENDING_FREE;
+		o->queue = st.queue;
+	} else {
+		o->state = RBLN_BLOCK_INACTIVE;
+	}
+}
+
+static int cmp_segment_va(const void *x, const void *y)
+{
+	const struct rbln_alloc_snap_segment *s = x, *t = y;
+
+	return u64_cmp(s->va, t->va);
+}
+
+/*
+ * Under the allocator's mutex and every thread cache's, like the
+ * statistics: the blocks add up to them exactly.  The history's events are
+ * copied under its own mutex, after the frees found completed are recorded.
+ */
+int rbln_allocator_snapshot(struct rbln_allocator *a, struct rbln_alloc_snapshot *out)
+{
+	struct history *h = &a->hist;
+	struct rbln_segment *s;
+	struct rbln_block *b;
+	size_t ns = 0, nb = 0, i;
+	int ret = 0;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&a->lock);
+	tc_lock_all(a);
+	for (s = a->segments; s; s = s->next, ns++)
+		for (b = s->first; b; b = b->next)
+			nb++;
+	out->segments = malloc((ns ? ns : 1) * sizeof(*out->segments));
+	out->blocks = malloc((nb ? nb : 1) * sizeof(*out->blocks));
+	if (!out->segments || !out->blocks) {
+		ret = -ENOMEM;
+		goto unlock;
+	}
+	for (s = a->segments; s; s = s->next) {
+		struct rbln_alloc_snap_segment *o = &out->segments[out->nsegments++];
+
+		*o = (struct rbln_alloc_snap_segment){
+			.va = s->va, .size = s->size, .queue = s->queue,
+			.small = s->pool == POOL_SMALL, .site = site_get(s->site),
+			.first_block = out->nblocks,
+		};
+		for (b = s->first; b; b = b->next) {
+			struct rbln_alloc_snap_block *ob = &out->blocks[out->nblocks++];
+
+			snap_block(a, b, ob);
+			o->nblocks++;
+			if (ob->state == RBLN_BLOCK_ACTIVE_ALLOCATED) {
+				o->allocated += ob->size;
+				o->requested += ob->requested;
+			}
+			if (ob->state != RBLN_BLOCK_INACTIVE)
+				o->active += ob->size;
+		}
+	}
+	pthread_mutex_lock(&h->lock);
+	if (h->ring) {
+		hist_complete_locked(a, 0, 0);
+		out->events = malloc((h->len ? h->len : 1) * sizeof(*out->events));
+		if (out->events) {
+			for (i = 0; i < h->len; i++) {
+				out->events[i] = h->ring[(h->head + i) % h->cap];
+				site_get(out->events[i].site);
+			}
+			out->nevents = h->len;
+		} else {
+			ret = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+unlock:
+	tc_unlock_all(a);
+	pthread_mutex_unlock(&a->lock);
+	if (ret) {
+		rbln_alloc_snapshot_release(out);
+		return ret;
+	}
+	qsort(out->segments, out->nsegments, sizeof(*out->segments), cmp_segment_va);
+	return 0;
+}
+
+void rbln_alloc_snapshot_release(struct rbln_alloc_snapshot *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nsegments; i++)
+		rbln_alloc_site_put(s->segments[i].site);
+	for (i = 0; i < s->nblocks; i++)
+		rbln_alloc_site_put(s->blocks[i].site);
+	for (i = 0; i < s->nevents; i++)
+		rbln_alloc_site_put(s->events[i].site);
+	free(s->segments);
+	free(s->blocks);
+	free(s->events);
+	memset(s, 0, sizeof(*s));
 }

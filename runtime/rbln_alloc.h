@@ -13,9 +13,12 @@
 #ifndef RBLN_ALLOC_H
 #define RBLN_ALLOC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "rbln/rbln.h"	/* the states and actions of snapshots and history */
 
 /* Where segments come from: the driver (BO_CREATE DEVICE) in librbln, a mock in tests. */
 struct rbln_segment_ops {
@@ -74,5 +77,74 @@ struct rbln_allocator_stats {
 void rbln_allocator_stats(struct rbln_allocator *a, struct rbln_allocator_stats *out);
 void rbln_allocator_reset_peak(struct rbln_allocator *a);		/* peak = current, for every stat */
 void rbln_allocator_reset_accumulated(struct rbln_allocator *a);	/* totals and counters to 0 */
+
+/*
+ * Memory history and snapshots (rbln_memory_snapshot(3) over these).
+ *
+ * A site: the return addresses of a call into the allocator, captured when
+ * history is on with stacks and shared (counted references) by the block
+ * it allocated and the events it caused.  frames[0] is inside the
+ * allocator's entry point; its callers follow.  Never symbolized here.
+ */
+#define RBLN_ALLOC_SITE_FRAMES	16
+struct rbln_alloc_site {
+	atomic_uint refs;
+	unsigned int nframes;
+	void *frames[];
+};
+void rbln_alloc_site_put(struct rbln_alloc_site *s);	/* drops a reference; NULL is a no-op */
+
+/*
+ * Turns the history on (a ring of the newest @max_entries events, 1 to
+ * RBLN_MEMORY_HISTORY_MAX; with @stacks, sites of allocations and frees) or
+ * off (the ring is freed; blocks keep the sites they were allocated with).
+ * Turning it on again keeps the newest events that fit.  0, -EINVAL or
+ * -ENOMEM.
+ */
+int rbln_allocator_record_history(struct rbln_allocator *a, bool enabled, bool stacks,
+				  size_t max_entries);
+
+/* One event; @site NULL without stacks.  PyTorch's TraceEntry. */
+struct rbln_alloc_event {
+	enum rbln_memory_action action;
+	uint32_t queue;
+	uint64_t addr, size;	/* size: bytes requested; a segment's size for segment events */
+	int64_t time_us;	/* CLOCK_REALTIME */
+	struct rbln_alloc_site *site;
+};
+
+struct rbln_alloc_snap_block {
+	uint64_t va, size, requested;
+	enum rbln_memory_block_state state;
+	int64_t queue;		/* allocated for / pending on; -1 when inactive */
+	bool thread_cached;	/* free, in a thread's cache */
+	struct rbln_alloc_site *site;
+};
+
+struct rbln_alloc_snap_segment {
+	uint64_t va, size;
+	uint64_t allocated;	/* rounded sizes of allocated blocks */
+	uint64_t active;	/* the same plus blocks pending free */
+	uint64_t requested;	/* bytes requested by the allocated blocks */
+	uint32_t queue;
+	bool small;		/* of the small pool */
+	struct rbln_alloc_site *site;
+	size_t first_block, nblocks;	/* its blocks in the snapshot's, by address */
+};
+
+/*
+ * One consistent state: every segment by address and its blocks, then the
+ * history's events, oldest first.  The sites are referenced until release.
+ */
+struct rbln_alloc_snapshot {
+	struct rbln_alloc_snap_segment *segments;
+	size_t nsegments;
+	struct rbln_alloc_snap_block *blocks;
+	size_t nblocks;
+	struct rbln_alloc_event *events;
+	size_t nevents;
+};
+int rbln_allocator_snapshot(struct rbln_allocator *a, struct rbln_alloc_snapshot *out);	/* 0 or -ENOMEM */
+void rbln_alloc_snapshot_release(struct rbln_alloc_snapshot *s);
 
 #endif /* RBLN_ALLOC_H */

@@ -407,3 +407,8 @@ struct rbln_dev *rbln_pdev_if_open(int physical)
 	d = &devices[physical];
 	return __atomic_load_n(&d->ready, __ATOMIC_ACQUIRE) ? d : NULL;
 }
+
+int rbln_pdev_index(const struct rbln_dev *d)
+{
+	return (int)(d - devices);
+}

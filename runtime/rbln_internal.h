@@ -111,6 +111,8 @@ struct rbln_ldev {
 struct rbln_ldev *rbln_ldev_get(int device);
 /* Physical device @physical if it has been opened, else NULL: never opens one. */
 struct rbln_dev *rbln_pdev_if_open(int physical);
+/* The physical index of @d. */
+int rbln_pdev_index(const struct rbln_dev *d);
 
 /*
  * A tensor is sharded over the members of its logical device on the first

@@ -3,8 +3,9 @@
  * test_logical_devices - RBLN_DEVICE_MAP and RBLN_NPUS_PER_DEVICE against
  * the real driver: device counts, rbln_device_summary(), the warning about
  * unused devices, malformed settings, memory statistics of a logical
- * device against the driver's figures for its members, operands gathered
- * device to device, and ops that run out of a member's memory.
+ * device against the driver's figures for its members, its snapshot,
+ * operands gathered device to device, and ops that run out of a member's
+ * memory.
  *
  * Run in the VM with emu_devices=4 and nothing else, so that the physical
  * devices are /dev/accel/accel0..3. The registry is fixed at a process's
@@ -329,6 +330,54 @@ TEST(memory_stats_add_up_the_members)
 	ASSERT_EQ(RBLN_OK, rbln_empty_cache(1));
 	EXPECT_EQ(0, rbln_memory_reserved(1));
 	EXPECT_EQ(0, fdinfo_device_bytes(2) + fdinfo_device_bytes(3));
+}
+
+/* A logical device's snapshot and history cover each member's allocator. */
+TEST(snapshot_covers_the_members)
+{
+	int64_t shape[2] = { 4, 64 * 1024 };	/* 1 MiB of f32, 512 KiB per member */
+	struct rbln_memory_snapshot *snap;
+	uint64_t requested = 0;
+	rbln_tensor *t;
+	char *json;
+	size_t i;
+
+	ASSERT_EQ(2, two_pairs());
+	ASSERT_EQ(RBLN_OK, rbln_memory_record_history(1, true, false, 100));
+	t = rbln_tensor_full(shape, 2, RBLN_F32, 1.5, 1);
+	ASSERT_NE(NULL, t) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t)) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_memory_snapshot(1, &snap)) TH_LOG("%s", rbln_last_error());
+	EXPECT_EQ(1, snap->device);
+	ASSERT_EQ(2, snap->nsegments);
+	for (i = 0; i < 2; i++) {
+		EXPECT_EQ((int)i, snap->segments[i].device);
+		EXPECT_EQ(2 + (int)i, snap->segments[i].physical_device);
+		EXPECT_EQ(512 * 1024, snap->segments[i].requested_size);
+		requested += snap->segments[i].requested_size;
+	}
+	EXPECT_EQ(rbln_memory_allocated(1), (int64_t)requested);
+	ASSERT_EQ(2, snap->ntraces);
+	for (i = 0; i < 2; i++) {
+		const struct rbln_memory_trace *tr = &snap->device_traces[i];
+
+		EXPECT_EQ(2 + (int)i, tr->physical_device);
+		ASSERT_EQ(2, tr->nevents);
+		EXPECT_EQ(RBLN_MEMORY_SEGMENT_ALLOC, tr->events[0].action);
+		EXPECT_EQ(RBLN_MEMORY_ALLOC, tr->events[1].action);
+		EXPECT_EQ(512 * 1024, tr->events[1].size);
+	}
+	json = rbln_memory_snapshot_json(snap);
+	ASSERT_NE(NULL, json);
+	EXPECT_NE(NULL, strstr(json, "\"physical_devices\":[2,3]")) TH_LOG("%s", json);
+	free(json);
+	rbln_memory_snapshot_free(snap);
+	/* the other logical device recorded nothing */
+	ASSERT_EQ(RBLN_OK, rbln_memory_snapshot(0, &snap));
+	EXPECT_EQ(0, snap->nsegments);
+	EXPECT_EQ(0, snap->device_traces[0].nevents + snap->device_traces[1].nevents);
+	rbln_memory_snapshot_free(snap);
+	rbln_tensor_free(t);
 }
 
 /* Device memory in use on emulated NPU @id, peers' hold included, from sysfs. */

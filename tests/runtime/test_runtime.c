@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * test_runtime - librbln against the real driver: devices, tensors and lazy
- * allocation, transfers, the caching allocator's statistics, errors
+ * allocation, transfers, the caching allocator's statistics, snapshots and
+ * history, errors
  *
  * Run in the VM with emu_devices=2 and emu_mem_mib=64.
  */
@@ -16,6 +17,7 @@
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 
+#include <json.h>
 #include <rbln/rbln.h>
 #include <rbln_accel.h>
 
@@ -691,6 +693,261 @@ TEST(threads_hammer_the_allocator)
 	}
 	EXPECT_EQ(0, rbln_memory_allocated(0));
 	EXPECT_EQ(0, rbln_memory_allocated(1));
+}
+
+/* Not static, not inlined: the snapshot names it as the allocation site (-rdynamic). */
+__attribute__((noinline)) rbln_tensor *snapshot_site_marker(int64_t bytes)
+{
+	int64_t shape[1] = { bytes };
+	rbln_tensor *t = rbln_tensor_zeros(shape, 1, RBLN_I8, 0);
+
+	if (t && rbln_tensor_materialize(t) != RBLN_OK) {
+		rbln_tensor_free(t);
+		t = NULL;
+	}
+	__asm__ volatile("" ::: "memory");	/* no tail call: this frame stays */
+	return t;
+}
+
+/* Sums of the snapshot's blocks by state equal the statistics of the same moment. */
+static void check_snapshot_sums(struct __test_metadata *_metadata,
+				const struct rbln_memory_snapshot *snap, int device)
+{
+	uint64_t reserved = 0, allocated = 0, requested = 0, free_bytes = 0;
+	struct rbln_memory_stats s;
+	size_t i, j;
+
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(device, &s));
+	for (i = 0; i < snap->nsegments; i++) {
+		const struct rbln_memory_segment *g = &snap->segments[i];
+		uint64_t va = g->address;
+
+		reserved += g->total_size;
+		allocated += g->allocated_size;
+		requested += g->requested_size;
+		for (j = 0; j < g->nblocks; j++) {
+			EXPECT_EQ(va, g->blocks[j].address);
+			va += g->blocks[j].size;
+			if (g->blocks[j].state != RBLN_BLOCK_ACTIVE_ALLOCATED)
+				free_bytes += g->blocks[j].size;
+		}
+		EXPECT_EQ(g->address + g->total_size, va);
+	}
+	EXPECT_EQ(s.reserved.current, (int64_t)reserved);
+	EXPECT_EQ(s.active.current, (int64_t)allocated);
+	EXPECT_EQ(s.allocated.current, (int64_t)requested);
+	EXPECT_EQ(s.cached.current, (int64_t)free_bytes);
+}
+
+/* The number of events of @action in @t. */
+static size_t count_action(const struct rbln_memory_trace *t, enum rbln_memory_action action)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < t->nevents; i++)
+		n += t->events[i].action == action;
+	return n;
+}
+
+static struct json_object *jget(struct json_object *o, const char *key)
+{
+	struct json_object *v = NULL;
+
+	return json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+TEST(memory_snapshot_and_history)
+{
+	struct rbln_memory_snapshot *snap = NULL;
+	const struct rbln_memory_block *blk = NULL;
+	struct json_object *root, *segs, *seg, *blocks, *b, *traces, *ev, *frames;
+	rbln_tensor *keep, *gone;
+	char *json, path[] = "/tmp/rbln_snapshot_XXXXXX";
+	size_t i, j, nalloc = 0;
+	int fd;
+
+	ASSERT_EQ(RBLN_OK, rbln_memory_record_history(0, true, true, 1000))
+		TH_LOG("%s", rbln_last_error());
+	keep = snapshot_site_marker(3000);
+	gone = snapshot_site_marker(MIB);
+	ASSERT_TRUE(keep && gone) TH_LOG("%s", rbln_last_error());
+	rbln_tensor_free(gone);
+	ASSERT_EQ(RBLN_OK, rbln_synchronize(0));
+
+	ASSERT_EQ(RBLN_OK, rbln_memory_snapshot(0, &snap)) TH_LOG("%s", rbln_last_error());
+	EXPECT_EQ(0, snap->device);
+	check_snapshot_sums(_metadata, snap, 0);
+	ASSERT_EQ(1, snap->nsegments);		/* both in one small-pool segment */
+	EXPECT_TRUE(snap->segments[0].small);
+	EXPECT_EQ(0, snap->segments[0].device);
+	EXPECT_EQ(0, snap->segments[0].physical_device);
+	EXPECT_EQ(3072, snap->segments[0].allocated_size);
+	EXPECT_EQ(3000, snap->segments[0].requested_size);
+	for (i = 0; i < snap->segments[0].nblocks; i++)
+		if (snap->segments[0].blocks[i].state == RBLN_BLOCK_ACTIVE_ALLOCATED)
+			blk = &snap->segments[0].blocks[i];
+	ASSERT_NE(NULL, blk);
+	EXPECT_EQ(3000, blk->requested_size);
+	/* librbln's own frames are left out: the first is the program's call */
+	ASSERT_LE(1, blk->nframes);
+	EXPECT_STREQ("snapshot_site_marker", blk->frames[0].name);
+	EXPECT_NE(NULL, strstr(blk->frames[0].filename, "test_runtime"));
+
+	ASSERT_EQ(1, snap->ntraces);
+	EXPECT_EQ(0, snap->device_traces[0].physical_device);
+	EXPECT_EQ(1, count_action(&snap->device_traces[0], RBLN_MEMORY_SEGMENT_ALLOC));
+	EXPECT_EQ(2, count_action(&snap->device_traces[0], RBLN_MEMORY_ALLOC));
+	EXPECT_EQ(1, count_action(&snap->device_traces[0], RBLN_MEMORY_FREE_REQUESTED));
+	EXPECT_EQ(1, count_action(&snap->device_traces[0], RBLN_MEMORY_FREE_COMPLETED));
+	ASSERT_LE(1, snap->device_traces[0].nevents);
+	EXPECT_EQ(RBLN_MEMORY_SEGMENT_ALLOC, snap->device_traces[0].events[0].action);
+	ASSERT_LE(1, snap->device_traces[0].events[0].nframes);
+	EXPECT_STREQ("snapshot_site_marker", snap->device_traces[0].events[0].frames[0].name);
+
+	/* The JSON says the same, in PyTorch's layout. */
+	json = rbln_memory_snapshot_json(snap);
+	ASSERT_NE(NULL, json) TH_LOG("%s", rbln_last_error());
+	root = json_tokener_parse(json);
+	ASSERT_NE(NULL, root) TH_LOG("%s", json);
+	EXPECT_EQ(0, json_object_get_int(jget(root, "device")));
+	segs = jget(root, "segments");
+	ASSERT_EQ(1, json_object_array_length(segs));
+	seg = json_object_array_get_idx(segs, 0);
+	EXPECT_EQ((int64_t)snap->segments[0].address, json_object_get_int64(jget(seg, "address")));
+	EXPECT_EQ(2 * MIB, json_object_get_int64(jget(seg, "total_size")));
+	EXPECT_EQ(3072, json_object_get_int64(jget(seg, "allocated_size")));
+	EXPECT_EQ(3000, json_object_get_int64(jget(seg, "requested_size")));
+	EXPECT_STREQ("small", json_object_get_string(jget(seg, "pool")));
+	blocks = jget(seg, "blocks");
+	ASSERT_EQ(snap->segments[0].nblocks, json_object_array_length(blocks));
+	for (i = 0; i < json_object_array_length(blocks); i++) {
+		const char *state;
+
+		b = json_object_array_get_idx(blocks, i);
+		state = json_object_get_string(jget(b, "state"));
+		if (strcmp(state, "active_allocated")) {
+			EXPECT_STREQ("inactive", state);
+			EXPECT_EQ(json_type_null, json_object_get_type(jget(b, "queue")));
+			continue;
+		}
+		EXPECT_EQ(3000, json_object_get_int64(jget(b, "requested_size")));
+		frames = jget(b, "frames");
+		ASSERT_LE(1, json_object_array_length(frames));
+		EXPECT_STREQ("snapshot_site_marker",
+			     json_object_get_string(jget(json_object_array_get_idx(frames, 0),
+							 "name")));
+	}
+	traces = jget(root, "device_traces");
+	ASSERT_EQ(1, json_object_array_length(traces));
+	traces = json_object_array_get_idx(traces, 0);
+	ASSERT_EQ(snap->device_traces[0].nevents, json_object_array_length(traces));
+	for (j = 0; j < json_object_array_length(traces); j++) {
+		ev = json_object_array_get_idx(traces, j);
+		EXPECT_NE(NULL, jget(ev, "addr"));
+		EXPECT_NE(NULL, jget(ev, "time_us"));
+		nalloc += !strcmp(json_object_get_string(jget(ev, "action")), "alloc");
+	}
+	EXPECT_EQ(2, nalloc);
+	json_object_put(root);
+	free(json);
+	rbln_memory_snapshot_free(snap);
+
+	/* _dump_snapshot(): the same JSON in a file */
+	fd = mkstemp(path);
+	ASSERT_LE(0, fd);
+	close(fd);
+	ASSERT_EQ(RBLN_OK, rbln_memory_dump_snapshot(0, path)) TH_LOG("%s", rbln_last_error());
+	root = json_object_from_file(path);
+	ASSERT_NE(NULL, root);
+	EXPECT_EQ(1, json_object_array_length(jget(root, "segments")));
+	json_object_put(root);
+	unlink(path);
+
+	/* Off: the history goes, the live block keeps its site; device 1 never recorded. */
+	ASSERT_EQ(RBLN_OK, rbln_memory_record_history(0, false, false, 0));
+	ASSERT_EQ(RBLN_OK, rbln_memory_snapshot(0, &snap));
+	EXPECT_EQ(0, snap->device_traces[0].nevents);
+	check_snapshot_sums(_metadata, snap, 0);
+	rbln_memory_snapshot_free(snap);
+	ASSERT_EQ(RBLN_OK, rbln_set_device(1));
+	ASSERT_EQ(RBLN_OK, rbln_memory_snapshot(-1, &snap));
+	EXPECT_EQ(1, snap->device);
+	EXPECT_EQ(1, snap->device_traces[0].physical_device);
+	EXPECT_EQ(0, snap->device_traces[0].nevents);
+	EXPECT_EQ(0, snap->nsegments);
+	rbln_memory_snapshot_free(snap);
+	rbln_tensor_free(keep);
+}
+
+TEST(memory_snapshot_rejects)
+{
+	struct rbln_memory_snapshot *snap = (void *)1;
+
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_memory_record_history(0, true, true, 0));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "max_entries is 0"));
+	EXPECT_EQ(RBLN_ERROR_INVALID,
+		  rbln_memory_record_history(0, true, false, (size_t)RBLN_MEMORY_HISTORY_MAX + 1));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "RBLN_MEMORY_HISTORY_MAX"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_record_history(2, true, true, 10));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "device 2 does not exist"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_record_history(-2, false, false, 0));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_memory_snapshot(0, NULL));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "NULL output"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_snapshot(7, &snap));
+	EXPECT_EQ(NULL, snap);
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "device 7 does not exist"));
+	EXPECT_EQ(NULL, rbln_memory_snapshot_json(NULL));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "NULL snapshot"));
+	rbln_memory_snapshot_free(NULL);
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_memory_dump_snapshot(0, NULL));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "NULL path"));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_memory_dump_snapshot(0, "/nonexistent/dir/s.json"));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "cannot write /nonexistent/dir/s.json"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_dump_snapshot(3, "/tmp/x.json"));
+	/* refusals changed nothing: history is still off */
+	ASSERT_EQ(RBLN_OK, rbln_memory_snapshot(0, &snap));
+	EXPECT_EQ(0, snap->device_traces[0].nevents);
+	rbln_memory_snapshot_free(snap);
+}
+
+/* Several threads allocate with history on: every allocation and free is in it. */
+static void *history_thread(void *arg)
+{
+	int64_t shape[1] = { 4096 };
+	int i;
+
+	(void)arg;
+	for (i = 0; i < 50; i++) {
+		rbln_tensor *t = rbln_tensor_zeros(shape, 1, RBLN_I8, 0);
+
+		if (!t || rbln_tensor_materialize(t) != RBLN_OK)
+			return (void *)1;
+		rbln_tensor_free(t);
+	}
+	return NULL;
+}
+
+TEST(memory_history_threads)
+{
+	struct rbln_memory_snapshot *snap;
+	pthread_t th[4];
+	void *ret;
+	int i;
+
+	ASSERT_EQ(RBLN_OK, rbln_memory_record_history(0, true, true, 10000));
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, history_thread, NULL));
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], &ret);
+		EXPECT_EQ(NULL, ret);
+	}
+	ASSERT_EQ(RBLN_OK, rbln_synchronize(0));
+	ASSERT_EQ(RBLN_OK, rbln_memory_snapshot(0, &snap));
+	check_snapshot_sums(_metadata, snap, 0);
+	EXPECT_EQ(200, count_action(&snap->device_traces[0], RBLN_MEMORY_ALLOC));
+	EXPECT_EQ(200, count_action(&snap->device_traces[0], RBLN_MEMORY_FREE_REQUESTED));
+	EXPECT_EQ(200, count_action(&snap->device_traces[0], RBLN_MEMORY_FREE_COMPLETED));
+	rbln_memory_snapshot_free(snap);
 }
 
 TEST_HARNESS_MAIN

@@ -50,4 +50,32 @@ TEST(no_device)
 	rbln_tensor_free(t);
 }
 
+TEST(no_device_memory_snapshot)
+{
+	struct rbln_memory_snapshot *snap = (void *)1;
+
+	if (access("/sys/bus/rbln_emu", F_OK) == 0)
+		SKIP(return, "rbln.ko is loaded here");
+	/* bad arguments first, then the missing device */
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_memory_record_history(0, true, true, 0));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "max_entries is 0"));
+	EXPECT_EQ(RBLN_ERROR_INVALID,
+		  rbln_memory_record_history(-1, true, true, (size_t)RBLN_MEMORY_HISTORY_MAX + 1));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "RBLN_MEMORY_HISTORY_MAX"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_record_history(0, true, false, 100));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "no rbln device"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_record_history(-1, false, false, 0));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_memory_snapshot(0, NULL));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "NULL output"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_snapshot(-1, &snap));
+	EXPECT_EQ(NULL, snap);
+	EXPECT_EQ(NULL, rbln_memory_snapshot_json(NULL));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "NULL snapshot"));
+	rbln_memory_snapshot_free(NULL);
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_memory_dump_snapshot(0, NULL));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "NULL path"));
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_dump_snapshot(0, "/tmp/rbln_nodev.json"));
+	EXPECT_NE(0, access("/tmp/rbln_nodev.json", F_OK));
+}
+
 TEST_HARNESS_MAIN

@@ -8,6 +8,7 @@
  * CUDACachingAllocator's, as adapted in the design reference (§6, allocator).
  */
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <pthread.h>
@@ -2234,6 +2235,680 @@ TEST(hammer_threads)
 TEST(hammer_thread_caches)
 {
 	hammer(_metadata, true);
+}
+
+/* ---- snapshots and history -------------------------------------------- */
+
+/*
+ * A snapshot of @a, checked against the statistics taken with it: the
+ * blocks tile each segment, segments come by address, and the sums by state
+ * are the statistics exactly.  Nothing may change @a meanwhile.
+ */
+static void snapshot_ok(struct __test_metadata *_metadata, struct rbln_allocator *a,
+			struct rbln_alloc_snapshot *snap)
+{
+	struct rbln_allocator_stats st = get_stats(_metadata, a);
+	uint64_t reserved = 0, active = 0, requested = 0, cached = 0;
+	size_t i, j;
+
+	ASSERT_EQ(0, rbln_allocator_snapshot(a, snap));
+	for (i = 0; i < snap->nsegments; i++) {
+		const struct rbln_alloc_snap_segment *g = &snap->segments[i];
+		uint64_t va = g->va, alloc = 0, act = 0, req = 0;
+
+		if (i)
+			EXPECT_LT(snap->segments[i - 1].va, g->va);
+		EXPECT_LE(1, g->nblocks);
+		for (j = 0; j < g->nblocks; j++) {
+			const struct rbln_alloc_snap_block *b = &snap->blocks[g->first_block + j];
+
+			EXPECT_EQ(va, b->va);
+			va += b->size;
+			if (b->state == RBLN_BLOCK_ACTIVE_ALLOCATED) {
+				alloc += b->size;
+				req += b->requested;
+				EXPECT_LE(0, b->queue);
+				EXPECT_FALSE(b->thread_cached);
+			} else {
+				cached += b->size;
+				EXPECT_EQ(0, b->requested);
+				EXPECT_EQ(NULL, b->site);
+			}
+			if (b->state != RBLN_BLOCK_INACTIVE)
+				act += b->size;
+			else
+				EXPECT_EQ(-1, b->queue);
+		}
+		EXPECT_EQ(g->va + g->size, va);
+		EXPECT_EQ(alloc, g->allocated);
+		EXPECT_EQ(act, g->active);
+		EXPECT_EQ(req, g->requested);
+		EXPECT_EQ(g->small ? 2 * MiB : g->size, g->size);
+		reserved += g->size;
+		active += g->allocated;
+		requested += g->requested;
+	}
+	EXPECT_EQ(st.reserved.current, (int64_t)reserved);
+	EXPECT_EQ(st.active.current, (int64_t)active);
+	EXPECT_EQ(st.allocated.current, (int64_t)requested);
+	EXPECT_EQ(st.cached.current, (int64_t)cached);
+}
+
+/* Blocks of the snapshot in @state, and their bytes. */
+static size_t count_state(const struct rbln_alloc_snapshot *s, enum rbln_memory_block_state state,
+			  uint64_t *bytes)
+{
+	size_t i, n = 0;
+
+	*bytes = 0;
+	for (i = 0; i < s->nblocks; i++) {
+		if (s->blocks[i].state == state) {
+			n++;
+			*bytes += s->blocks[i].size;
+		}
+	}
+	return n;
+}
+
+static const struct rbln_alloc_snap_block *snap_block_at(const struct rbln_alloc_snapshot *s,
+							 uint64_t va)
+{
+	size_t i;
+
+	for (i = 0; i < s->nblocks; i++)
+		if (s->blocks[i].va == va)
+			return &s->blocks[i];
+	return NULL;
+}
+
+struct ev {
+	enum rbln_memory_action action;
+	uint64_t addr, size;
+	uint32_t queue;
+};
+
+/* The history is exactly @want, in order. */
+static void expect_events(struct __test_metadata *_metadata, const struct rbln_alloc_snapshot *s,
+			  const struct ev *want, size_t n)
+{
+	size_t i;
+
+	ASSERT_EQ(n, s->nevents);
+	for (i = 0; i < n; i++) {
+		const struct rbln_alloc_event *e = &s->events[i];
+
+		EXPECT_EQ(want[i].action, e->action) {
+			TH_LOG("event %zu", i);
+		}
+		EXPECT_EQ(want[i].addr, e->addr) {
+			TH_LOG("event %zu", i);
+		}
+		EXPECT_EQ(want[i].size, e->size) {
+			TH_LOG("event %zu", i);
+		}
+		EXPECT_EQ(want[i].queue, e->queue);
+		if (i)
+			EXPECT_LE(s->events[i - 1].time_us, e->time_us);
+		EXPECT_LT(1700000000000000ll, e->time_us);	/* since the epoch */
+	}
+}
+
+TEST(snapshot_matches_stats)
+{
+	struct rbln_block *s1, *s2, *s3, *l1, *l2, *h1;
+	struct rbln_alloc_snapshot snap;
+	struct rbln_allocator *a;
+	uint64_t bytes;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	snapshot_ok(_metadata, a, &snap);
+	EXPECT_EQ(0, snap.nsegments);
+	EXPECT_EQ(0, snap.nevents);
+	rbln_alloc_snapshot_release(&snap);
+
+	s1 = alloc_ok(_metadata, a, 1000, 0);		/* 1024 of a 2 MiB segment */
+	s2 = alloc_ok(_metadata, a, 3000, 1);		/* 3072 */
+	s3 = alloc_ok(_metadata, a, 600 * KiB, 0);
+	l1 = alloc_ok(_metadata, a, 3 * MiB, 0);	/* 3 MiB of a 20 MiB segment */
+	l2 = alloc_ok(_metadata, a, 5 * MiB + 1, 2);
+	h1 = alloc_ok(_metadata, a, 30 * MiB, 0);	/* a segment of its own */
+	ASSERT_TRUE(s1 && s2 && s3 && l1 && l2 && h1);
+	rbln_allocator_free(a, s2, 0, 1);
+	mock_submit(&m, 7);
+	rbln_allocator_free(a, l1, 7, 0);		/* pending until point 7 */
+
+	snapshot_ok(_metadata, a, &snap);
+	EXPECT_EQ(3, snap.nsegments);
+	EXPECT_EQ(4, count_state(&snap, RBLN_BLOCK_ACTIVE_ALLOCATED, &bytes));
+	EXPECT_EQ(1024 + 600 * KiB + (5 * MiB + 512) + 30 * MiB, bytes);
+	EXPECT_EQ(1, count_state(&snap, RBLN_BLOCK_ACTIVE_PENDING_FREE, &bytes));
+	EXPECT_EQ(3 * MiB, bytes);
+	EXPECT_EQ(0, snap_block_at(&snap, rbln_block_va(l1))->queue);
+	EXPECT_EQ(2, snap_block_at(&snap, rbln_block_va(l2))->queue);
+	EXPECT_EQ(5 * MiB + 1, snap_block_at(&snap, rbln_block_va(l2))->requested);
+	EXPECT_EQ(0, snap.nevents);			/* history is off by default */
+	EXPECT_EQ(NULL, snap_block_at(&snap, rbln_block_va(s1))->site);
+	rbln_alloc_snapshot_release(&snap);
+
+	/* the point is done: the pending block is just free, and coalesces as it goes */
+	mock_complete(&m, 7);
+	snapshot_ok(_metadata, a, &snap);
+	EXPECT_EQ(0, count_state(&snap, RBLN_BLOCK_ACTIVE_PENDING_FREE, &bytes));
+	EXPECT_EQ(RBLN_BLOCK_INACTIVE, snap_block_at(&snap, rbln_block_va(l1))->state);
+	rbln_alloc_snapshot_release(&snap);
+
+	rbln_allocator_free(a, s1, 0, 0);
+	rbln_allocator_free(a, s3, 0, 0);
+	rbln_allocator_free(a, l2, 0, 2);
+	rbln_allocator_free(a, h1, 0, 0);
+	snapshot_ok(_metadata, a, &snap);
+	EXPECT_EQ(3, snap.nsegments);
+	EXPECT_EQ(3, snap.nblocks);			/* each coalesced whole */
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_empty_cache(a);
+	snapshot_ok(_metadata, a, &snap);
+	EXPECT_EQ(0, snap.nsegments);
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/* Blocks in a thread's cache are free (cached), uncoalesced, and say so. */
+TEST(snapshot_thread_cache)
+{
+	struct rbln_alloc_snapshot snap;
+	const struct rbln_alloc_snap_block *sb;
+	struct rbln_block *G, *A, *B;
+	struct rbln_allocator *a;
+	uint64_t bytes;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, a);
+	G = alloc_ok(_metadata, a, 100, 0);
+	ASSERT_NE(NULL, G);
+	share(a);
+	A = alloc_ok(_metadata, a, 3000, 0);
+	B = alloc_ok(_metadata, a, 3000, 0);
+	ASSERT_TRUE(A && B);
+	mock_submit(&m, 3);
+	rbln_allocator_free(a, A, 3, 1);		/* into this thread's cache, pending */
+	snapshot_ok(_metadata, a, &snap);
+	sb = snap_block_at(&snap, rbln_block_va(A));
+	ASSERT_NE(NULL, sb);
+	EXPECT_TRUE(sb->thread_cached);
+	EXPECT_EQ(RBLN_BLOCK_ACTIVE_PENDING_FREE, sb->state);
+	EXPECT_EQ(1, sb->queue);
+	EXPECT_EQ(3072, sb->size);
+	EXPECT_EQ(2, count_state(&snap, RBLN_BLOCK_ACTIVE_ALLOCATED, &bytes));
+	rbln_alloc_snapshot_release(&snap);
+	mock_complete(&m, 3);
+	snapshot_ok(_metadata, a, &snap);
+	sb = snap_block_at(&snap, rbln_block_va(A));
+	EXPECT_EQ(RBLN_BLOCK_INACTIVE, sb->state);
+	EXPECT_TRUE(sb->thread_cached);
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_free(a, B, 0, 0);
+	rbln_allocator_free(a, G, 0, 0);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/* Random allocations, pending frees and completions: every snapshot adds up, history on or off. */
+TEST(snapshot_random_sequence)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_block *live[32] = { NULL };
+	struct rbln_allocator *a;
+	uint32_t rng = 12345;
+	uint64_t point = 0;
+	struct mock m;
+	int i, k;
+
+	mock_init(&m, 256 * MiB);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	for (i = 0; i < 3000; i++) {
+		uint32_t r = xorshift(&rng);
+
+		k = (int)(r % 32);
+		if (live[k]) {
+			uint64_t p = 0;
+
+			if (r & 0x100) {
+				p = ++point;
+				mock_submit(&m, p);
+			}
+			rbln_allocator_free(a, live[k], p, (r >> 9) % 3);
+			live[k] = NULL;
+		} else {
+			uint64_t size = r & 0x200 ? 1 + (r >> 12) % (12 * MiB) : 1 + (r >> 12) % (64 * KiB);
+
+			if (rbln_allocator_alloc(a, size, (r >> 9) % 3, &live[k], NULL, 0))
+				live[k] = NULL;
+		}
+		if (i % 97 == 0 && point > 3)
+			mock_complete(&m, point - 3);
+		if (i % 500 == 250)
+			rbln_allocator_empty_cache(a);
+		if (i % 1000 == 0)
+			ASSERT_EQ(0, rbln_allocator_record_history(a, i % 2000 == 0, i % 4000 == 0, 64));
+		if (i % 50 == 0) {
+			snapshot_ok(_metadata, a, &snap);
+			rbln_alloc_snapshot_release(&snap);
+		}
+	}
+	for (k = 0; k < 32; k++)
+		rbln_allocator_free(a, live[k], 0, 0);
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+}
+
+TEST(history_rejects)
+{
+	struct rbln_allocator *a;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	EXPECT_EQ(-EINVAL, rbln_allocator_record_history(a, true, false, 0));
+	EXPECT_EQ(-EINVAL, rbln_allocator_record_history(a, true, true,
+							  (size_t)RBLN_MEMORY_HISTORY_MAX + 1));
+	EXPECT_EQ(-EINVAL, rbln_allocator_record_history(NULL, true, false, 10));
+	EXPECT_EQ(0, rbln_allocator_record_history(a, true, false, RBLN_MEMORY_HISTORY_MAX));
+	EXPECT_EQ(0, rbln_allocator_record_history(a, false, false, 0));
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+TEST(history_events_in_order)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_block *A, *B, *L;
+	struct rbln_allocator *a;
+	uint64_t seg, lseg;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, false, 100));
+	A = alloc_ok(_metadata, a, 1000, 3);
+	B = alloc_ok(_metadata, a, 5000, 3);
+	L = alloc_ok(_metadata, a, 2 * MiB, 4);
+	ASSERT_TRUE(A && B && L);
+	seg = rbln_block_va(A);
+	lseg = rbln_block_va(L);
+	rbln_allocator_free(a, A, 0, 3);
+	mock_submit(&m, 9);
+	rbln_allocator_free(a, B, 9, 5);		/* pending: completed later */
+	rbln_allocator_free(a, L, 0, 4);
+	snapshot_ok(_metadata, a, &snap);
+	{
+		const struct ev want[] = {
+			{ RBLN_MEMORY_SEGMENT_ALLOC, seg, 2 * MiB, 3 },
+			{ RBLN_MEMORY_ALLOC, seg, 1000, 3 },
+			{ RBLN_MEMORY_ALLOC, seg + 1024, 5000, 3 },
+			{ RBLN_MEMORY_SEGMENT_ALLOC, lseg, 20 * MiB, 4 },
+			{ RBLN_MEMORY_ALLOC, lseg, 2 * MiB, 4 },
+			{ RBLN_MEMORY_FREE_REQUESTED, seg, 1000, 3 },
+			{ RBLN_MEMORY_FREE_COMPLETED, seg, 1000, 3 },
+			{ RBLN_MEMORY_FREE_REQUESTED, seg + 1024, 5000, 3 },
+			{ RBLN_MEMORY_FREE_REQUESTED, lseg, 2 * MiB, 4 },
+			{ RBLN_MEMORY_FREE_COMPLETED, lseg, 2 * MiB, 4 },
+		};
+
+		expect_events(_metadata, &snap, want, sizeof(want) / sizeof(want[0]));
+	}
+	rbln_alloc_snapshot_release(&snap);
+
+	/* point 9 done: B's free completes; empty_cache gives both segments back */
+	mock_complete(&m, 9);
+	rbln_allocator_empty_cache(a);
+	snapshot_ok(_metadata, a, &snap);
+	ASSERT_EQ(13, snap.nevents);
+	EXPECT_EQ(RBLN_MEMORY_FREE_COMPLETED, snap.events[10].action);
+	EXPECT_EQ(seg + 1024, snap.events[10].addr);
+	EXPECT_EQ(5000, snap.events[10].size);
+	EXPECT_EQ(RBLN_MEMORY_SEGMENT_FREE, snap.events[11].action);
+	EXPECT_EQ(RBLN_MEMORY_SEGMENT_FREE, snap.events[12].action);
+	EXPECT_EQ(seg + lseg, snap.events[11].addr + snap.events[12].addr);
+	EXPECT_EQ(22 * MiB, snap.events[11].size + snap.events[12].size);
+	EXPECT_EQ(NULL, snap.events[0].site);		/* no stacks asked for */
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/* Memory pending on its queue is reused there at once: its free completes first. */
+TEST(history_reuse_on_queue_completes_free)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_block *A, *B;
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t va;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	A = alloc_ok(_metadata, a, 4096, 1);
+	ASSERT_NE(NULL, A);
+	va = rbln_block_va(A);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, false, 100));
+	mock_submit(&m, 5);
+	rbln_allocator_free(a, A, 5, 1);
+	B = alloc_ok(_metadata, a, 4096, 1);
+	ASSERT_NE(NULL, B);
+	EXPECT_EQ(va, rbln_block_va(B));
+	snapshot_ok(_metadata, a, &snap);
+	{
+		const struct ev want[] = {
+			{ RBLN_MEMORY_FREE_REQUESTED, va, 4096, 1 },
+			{ RBLN_MEMORY_FREE_COMPLETED, va, 4096, 1 },
+			{ RBLN_MEMORY_ALLOC, va, 4096, 1 },
+		};
+
+		expect_events(_metadata, &snap, want, 3);
+	}
+	rbln_alloc_snapshot_release(&snap);
+	/* and never again when the point is done */
+	mock_complete(&m, 5);
+	snapshot_ok(_metadata, a, &snap);
+	EXPECT_EQ(3, snap.nevents);
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_free(a, B, 0, 1);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+TEST(history_ring_keeps_newest)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_allocator *a;
+	struct rbln_block *b;
+	struct mock m;
+	size_t i;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	b = alloc_ok(_metadata, a, 512, 0);	/* the segment exists before history starts */
+	rbln_allocator_free(a, b, 0, 0);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, false, 7));
+	for (i = 1; i <= 200; i++) {	/* 600 events: alloc, free_requested, free_completed */
+		b = alloc_ok(_metadata, a, i * 512, 0);
+		ASSERT_NE(NULL, b);
+		rbln_allocator_free(a, b, 0, 0);
+	}
+	snapshot_ok(_metadata, a, &snap);
+	ASSERT_EQ(7, snap.nevents);
+	/* the newest 7: ..., 199's three, 200's three */
+	EXPECT_EQ(RBLN_MEMORY_FREE_COMPLETED, snap.events[0].action);
+	EXPECT_EQ(198 * 512, snap.events[0].size);
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(RBLN_MEMORY_ALLOC + i, snap.events[1 + i].action);
+		EXPECT_EQ(199 * 512, snap.events[1 + i].size);
+		EXPECT_EQ(RBLN_MEMORY_ALLOC + i, snap.events[4 + i].action);
+		EXPECT_EQ(200 * 512, snap.events[4 + i].size);
+	}
+	rbln_alloc_snapshot_release(&snap);
+
+	/* on again with a smaller bound: the newest that fit stay */
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, false, 2));
+	snapshot_ok(_metadata, a, &snap);
+	ASSERT_EQ(2, snap.nevents);
+	EXPECT_EQ(RBLN_MEMORY_FREE_REQUESTED, snap.events[0].action);
+	EXPECT_EQ(RBLN_MEMORY_FREE_COMPLETED, snap.events[1].action);
+	EXPECT_EQ(200 * 512, snap.events[1].size);
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+TEST(history_oom_event)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_allocator *a;
+	struct rbln_block *b, *big;
+	struct mock m;
+	char msg[256];
+
+	mock_init(&m, 24 * MiB);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, true, 100));
+	big = alloc_ok(_metadata, a, 20 * MiB, 2);
+	ASSERT_NE(NULL, big);
+	EXPECT_EQ(-ENOMEM, rbln_allocator_alloc(a, 8 * MiB, 2, &b, msg, sizeof(msg)));
+	snapshot_ok(_metadata, a, &snap);
+	ASSERT_EQ(3, snap.nevents);
+	EXPECT_EQ(RBLN_MEMORY_SEGMENT_ALLOC, snap.events[0].action);
+	EXPECT_EQ(RBLN_MEMORY_ALLOC, snap.events[1].action);
+	EXPECT_EQ(RBLN_MEMORY_OOM, snap.events[2].action);
+	EXPECT_EQ(0, snap.events[2].addr);
+	EXPECT_EQ(8 * MiB, snap.events[2].size);
+	EXPECT_EQ(2, snap.events[2].queue);
+	EXPECT_NE(NULL, snap.events[2].site);
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_free(a, big, 0, 2);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/* Frees pending completion are as bounded as the ring: the oldest never completes. */
+TEST(history_pending_frees_bounded)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_block *b[4];
+	struct rbln_allocator *a;
+	struct mock m;
+	uint64_t va;
+	int i;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	for (i = 0; i < 4; i++) {
+		b[i] = alloc_ok(_metadata, a, 4096, 0);
+		ASSERT_NE(NULL, b[i]);
+	}
+	va = rbln_block_va(b[0]);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, false, 3));
+	mock_submit(&m, 4);
+	for (i = 0; i < 4; i++)
+		rbln_allocator_free(a, b[i], (uint64_t)i + 1, 1);
+	mock_complete(&m, 4);
+	snapshot_ok(_metadata, a, &snap);
+	ASSERT_EQ(3, snap.nevents);
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(RBLN_MEMORY_FREE_COMPLETED, snap.events[i].action);
+		EXPECT_EQ(va + 4096 * (uint64_t)(i + 1), snap.events[i].addr);
+	}
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
+/* Not static and not inlined: the sites below must name it (the test links with -rdynamic). */
+__attribute__((noinline)) struct rbln_block *history_site_marker(struct rbln_allocator *a,
+								 uint64_t size)
+{
+	struct rbln_block *b = NULL;
+
+	if (rbln_allocator_alloc(a, size, 0, &b, NULL, 0))
+		return NULL;
+	__asm__ volatile("" ::: "memory");	/* no tail call: this frame stays */
+	return b;
+}
+
+/* Does any frame of @s lie in history_site_marker()? */
+static bool site_names_marker(const struct rbln_alloc_site *s)
+{
+	unsigned int i;
+	Dl_info info;
+
+	for (i = 0; s && i < s->nframes; i++)
+		if (dladdr((const void *)((uintptr_t)s->frames[i] - 1), &info) && info.dli_sname &&
+		    !strcmp(info.dli_sname, "history_site_marker"))
+			return true;
+	return false;
+}
+
+TEST(history_sites)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_block *A, *B, *C;
+	struct rbln_allocator *a;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	A = history_site_marker(a, 512);	/* before history: no site */
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, true, 100));
+	B = history_site_marker(a, 1024);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, false, 100));
+	C = history_site_marker(a, 1536);	/* without stacks: no site either */
+	ASSERT_TRUE(A && B && C);
+	snapshot_ok(_metadata, a, &snap);
+	EXPECT_EQ(NULL, snap_block_at(&snap, rbln_block_va(A))->site);
+	EXPECT_TRUE(site_names_marker(snap_block_at(&snap, rbln_block_va(B))->site));
+	EXPECT_EQ(NULL, snap_block_at(&snap, rbln_block_va(C))->site);
+	ASSERT_EQ(2, snap.nevents);	/* B's alloc and C's: the segment was A's */
+	EXPECT_EQ(RBLN_MEMORY_ALLOC, snap.events[0].action);
+	EXPECT_TRUE(site_names_marker(snap.events[0].site));
+	EXPECT_LE(1, snap.events[0].site->nframes);
+	EXPECT_GE(RBLN_ALLOC_SITE_FRAMES, snap.events[0].site->nframes);
+	EXPECT_EQ(RBLN_MEMORY_ALLOC, snap.events[1].action);
+	EXPECT_EQ(NULL, snap.events[1].site);
+	rbln_alloc_snapshot_release(&snap);
+
+	/* off: the ring goes, nothing more is recorded, B keeps its site until freed */
+	ASSERT_EQ(0, rbln_allocator_record_history(a, false, false, 0));
+	rbln_allocator_free(a, C, 0, 0);
+	snapshot_ok(_metadata, a, &snap);
+	EXPECT_EQ(0, snap.nevents);
+	EXPECT_TRUE(site_names_marker(snap_block_at(&snap, rbln_block_va(B))->site));
+	rbln_alloc_snapshot_release(&snap);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, true, 100));
+	rbln_allocator_free(a, B, 0, 0);
+	snapshot_ok(_metadata, a, &snap);
+	ASSERT_EQ(2, snap.nevents);		/* a fresh ring */
+	EXPECT_EQ(RBLN_MEMORY_FREE_REQUESTED, snap.events[0].action);
+	EXPECT_NE(NULL, snap.events[0].site);	/* the site of the free */
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_free(a, A, 0, 0);
+	rbln_allocator_destroy(a);		/* drops the sites of blocks and events */
+	mock_fini(&m);
+}
+
+enum { HIST_THREADS = 4, HIST_PAIRS = 5000 };
+
+struct hist_arg {
+	struct rbln_allocator *a;
+	int id;
+	atomic_int *errors;
+};
+
+static void *hist_thread(void *p)
+{
+	struct hist_arg *h = p;
+	struct rbln_block *live[8] = { NULL };
+	int i;
+
+	for (i = 0; i < HIST_PAIRS; i++) {
+		int k = i % 8;
+
+		if (live[k])
+			rbln_allocator_free(h->a, live[k], 0, (uint32_t)h->id);
+		if (rbln_allocator_alloc(h->a, 512 * (1 + (i * 7 + h->id) % 64), (uint32_t)h->id,
+					 &live[k], NULL, 0))
+			atomic_fetch_add(h->errors, 1);
+	}
+	for (i = 0; i < 8; i++)
+		rbln_allocator_free(h->a, live[i], 0, (uint32_t)h->id);
+	return NULL;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/*
+ * Threads allocate and free with history on, through their caches: every
+ * event is kept, and per address they alternate alloc, free_requested,
+ * free_completed, in the order the blocks changed hands.
+ */
+TEST(history_threads_lose_no_events)
+{
+	struct hist_arg args[HIST_THREADS];
+	pthread_t th[HIST_THREADS];
+	struct rbln_alloc_snapshot snap;
+	struct rbln_allocator *a;
+	size_t i, n[8] = { 0 }, nva = 0;
+	uint64_t *vas;
+	atomic_int errors = 0;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = rbln_allocator_create(&mock_ops, &m);
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, true, 4 * HIST_THREADS * HIST_PAIRS));
+	for (i = 0; i < HIST_THREADS; i++) {
+		args[i] = (struct hist_arg){ a, (int)i, &errors };
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, hist_thread, &args[i]));
+	}
+	for (i = 0; i < HIST_THREADS; i++)
+		pthread_join(th[i], NULL);
+	EXPECT_EQ(0, atomic_load(&errors));
+	snapshot_ok(_metadata, a, &snap);
+	for (i = 0; i < snap.nevents; i++)
+		n[snap.events[i].action]++;
+	EXPECT_EQ(HIST_THREADS * HIST_PAIRS, n[RBLN_MEMORY_ALLOC]);
+	EXPECT_EQ(HIST_THREADS * HIST_PAIRS, n[RBLN_MEMORY_FREE_REQUESTED]);
+	EXPECT_EQ(HIST_THREADS * HIST_PAIRS, n[RBLN_MEMORY_FREE_COMPLETED]);
+	EXPECT_EQ(snap.nevents, 3 * HIST_THREADS * HIST_PAIRS + n[RBLN_MEMORY_SEGMENT_ALLOC]);
+	EXPECT_EQ(0, n[RBLN_MEMORY_OOM]);
+
+	/* per address, in event order: alloc, free_requested, free_completed, alloc, ... */
+	vas = malloc(snap.nevents * sizeof(*vas));
+	ASSERT_NE(NULL, vas);
+	for (i = 0; i < snap.nevents; i++)
+		if (snap.events[i].action == RBLN_MEMORY_ALLOC)
+			vas[nva++] = snap.events[i].addr;
+	qsort(vas, nva, sizeof(*vas), cmp_u64);
+	for (i = 0; i < nva; i++) {
+		size_t j, step = 0;
+
+		if (i && vas[i] == vas[i - 1])
+			continue;
+		for (j = 0; j < snap.nevents; j++) {
+			const struct rbln_alloc_event *e = &snap.events[j];
+
+			if (e->action > RBLN_MEMORY_FREE_COMPLETED || e->addr != vas[i])
+				continue;
+			EXPECT_EQ(step % 3, (size_t)e->action) {
+				TH_LOG("address %#llx, event %zu", (unsigned long long)vas[i], j);
+				break;
+			}
+			step++;
+		}
+		EXPECT_EQ(0, step % 3);
+	}
+	free(vas);
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
 }
 
 TEST_HARNESS_MAIN

@@ -184,6 +184,106 @@ RBLN_API bool rbln_memory_stats_entry(const struct rbln_memory_stats *stats, siz
 RBLN_API rbln_status rbln_reset_peak_memory_stats(int device);
 RBLN_API rbln_status rbln_reset_accumulated_memory_stats(int device);
 
+/* --- memory snapshots and history -------------------------------------------- */
+
+/*
+ * torch.cuda.memory._snapshot() and _record_memory_history() for the
+ * caching allocator: every segment and block, and a bounded history of
+ * what the allocator did, with the call sites. The JSON form follows
+ * PyTorch's snapshot (docs/runtime.md has the schema).
+ */
+enum rbln_memory_block_state {
+	RBLN_BLOCK_INACTIVE		= 0,	/* free */
+	RBLN_BLOCK_ACTIVE_ALLOCATED	= 1,	/* in use */
+	RBLN_BLOCK_ACTIVE_PENDING_FREE	= 2,	/* freed, its last job not yet done */
+};
+
+/* What an event records. More will come (segment_map, segment_unmap): ignore unknown ones. */
+enum rbln_memory_action {
+	RBLN_MEMORY_ALLOC		= 0,
+	RBLN_MEMORY_FREE_REQUESTED	= 1,	/* freed by the caller */
+	RBLN_MEMORY_FREE_COMPLETED	= 2,	/* its last job is done: any queue may reuse it */
+	RBLN_MEMORY_SEGMENT_ALLOC	= 3,	/* a segment reserved from the driver */
+	RBLN_MEMORY_SEGMENT_FREE	= 4,	/* a segment given back */
+	RBLN_MEMORY_OOM			= 5,	/* an allocation failed for want of device memory */
+};
+
+/* A return address, resolved with dladdr(3). */
+struct rbln_memory_frame {
+	const char *name;	/* the function's symbol, "??" when not exported */
+	const char *filename;	/* the program or library, "??" if unknown */
+	uintptr_t offset;	/* in that object: addr2line -f -e filename offset */
+};
+
+struct rbln_memory_block {
+	uint64_t address, size;		/* size: rounded to 512 bytes */
+	uint64_t requested_size;	/* what was asked for; 0 unless allocated */
+	enum rbln_memory_block_state state;
+	int64_t queue;			/* allocated for, or pending on; -1 when inactive */
+	bool thread_cached;		/* free in a thread's cache: not coalesced */
+	size_t nframes;			/* where it was allocated (history with stacks) */
+	const struct rbln_memory_frame *frames;
+};
+
+struct rbln_memory_segment {
+	int device;			/* member of the logical device (0 for one NPU) */
+	int physical_device;
+	uint64_t address, total_size;
+	uint64_t allocated_size;	/* blocks allocated */
+	uint64_t active_size;		/* blocks allocated or pending free */
+	uint64_t requested_size;	/* requested by the allocated blocks */
+	uint32_t queue;			/* of the allocation it was reserved for */
+	bool small;			/* of the small pool (2 MiB segments) */
+	size_t nblocks;			/* by address, covering the segment */
+	const struct rbln_memory_block *blocks;
+	size_t nframes;			/* where that allocation came from */
+	const struct rbln_memory_frame *frames;
+};
+
+struct rbln_memory_event {
+	enum rbln_memory_action action;
+	uint64_t addr;			/* block or segment; 0 for oom */
+	uint64_t size;			/* bytes requested; the segment's size for segment events */
+	uint32_t queue;
+	int64_t time_us;		/* since the epoch */
+	size_t nframes;			/* the call's site (history with stacks) */
+	const struct rbln_memory_frame *frames;
+};
+
+/* One member's history, oldest event first. */
+struct rbln_memory_trace {
+	int physical_device;
+	size_t nevents;
+	const struct rbln_memory_event *events;
+};
+
+struct rbln_memory_snapshot {
+	int device;			/* the logical device */
+	size_t nsegments;		/* every member's, by member then address */
+	const struct rbln_memory_segment *segments;
+	size_t ntraces;			/* one per member */
+	const struct rbln_memory_trace *device_traces;
+};
+
+/* The largest max_entries of rbln_memory_record_history(). */
+#define RBLN_MEMORY_HISTORY_MAX	(1u << 24)
+
+/*
+ * Starts (@enabled) or stops recording @device's history (-1: current):
+ * the newest @max_entries events (1 to RBLN_MEMORY_HISTORY_MAX) of each
+ * member, with the call sites of allocations and frees when @stacks.
+ * Off by default; stopping frees the history.
+ */
+RBLN_API rbln_status rbln_memory_record_history(int device, bool enabled, bool stacks,
+						size_t max_entries);
+/* Every segment and block of @device (-1: current), and its history; free it with rbln_memory_snapshot_free(). */
+RBLN_API rbln_status rbln_memory_snapshot(int device, struct rbln_memory_snapshot **out);
+RBLN_API void rbln_memory_snapshot_free(struct rbln_memory_snapshot *snapshot);
+/* @snapshot as JSON in PyTorch's layout; the caller frees it. NULL on failure. */
+RBLN_API char *rbln_memory_snapshot_json(const struct rbln_memory_snapshot *snapshot);
+/* torch.cuda.memory._dump_snapshot(): @device's snapshot as JSON into the file @path. */
+RBLN_API rbln_status rbln_memory_dump_snapshot(int device, const char *path);
+
 /* --- ops ----------------------------------------------------------------------- */
 
 /*
