@@ -289,6 +289,9 @@ static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int 
 			return;
 		if (err == ESRCH && j->queue_destroyed)
 			return;
+		/* A child cannot see the worker remove the exporter of its imports. */
+		if (err == EFAULT && fz->child && f->peers)
+			return;
 		if (err == EFAULT) {
 			for (p = atomic_load(pending); p > 0;)
 				if (atomic_compare_exchange_weak(pending, &p, p - 1))
