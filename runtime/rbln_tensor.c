@@ -780,7 +780,7 @@ rbln_status rbln_tensor_read_element(rbln_tensor *t, int64_t index, void *out)
 rbln_tensor *rbln_tensor_to(rbln_tensor *t, int device, bool non_blocking)
 {
 	rbln_tensor *out;
-	rbln_status st;
+	rbln_status st = RBLN_OK;
 
 	if (!rbln_tensor_ok(t, "rbln_tensor_to"))
 		return NULL;
@@ -789,7 +789,10 @@ rbln_tensor *rbln_tensor_to(rbln_tensor *t, int device, bool non_blocking)
 		return NULL;
 	pthread_mutex_lock(&t->lock);
 	/* Into the new tensor's host memory: lazy on a device, final on the CPU. */
-	st = read_locked(t, out->host, non_blocking && device == RBLN_CPU);
+	if (out->offload_path && !t->materialized)
+		fill_host(out, fill_data, t->host);	/* to its file as it goes */
+	else
+		st = read_locked(t, out->host, non_blocking && device == RBLN_CPU);
 	pthread_mutex_unlock(&t->lock);
 	if (!st && device != RBLN_CPU && t->materialized) {
 		/* The source lived in device memory: so does the copy. */

@@ -571,14 +571,15 @@ TEST(offload)
 }
 
 /*
- * Offloaded memory is written a window at a time (2 MiB): every fill gives
- * the same data there as in plain memory, over several windows and a part.
+ * Offloaded memory is written a window at a time (2 MiB): every fill, and
+ * a copy of a tensor not yet on the device, gives the same data there as
+ * in plain memory, over several windows and a part.
  */
 TEST(offload_fills_are_exact)
 {
 	char dir[64] = "/tmp/rbln-offload-XXXXXX";
 	int64_t shape[1] = { (5 << 20) / 2 + 3 }, i, n = shape[0];
-	rbln_tensor *plain[4], *off[4];
+	rbln_tensor *plain[5], *off[5];
 	int32_t *data, *x, *y;
 	int k;
 
@@ -599,24 +600,25 @@ TEST(offload_fills_are_exact)
 		t[1] = rbln_tensor_full(shape, 1, RBLN_I32, -7, 0);
 		t[2] = rbln_tensor_rand(shape, 1, RBLN_I32, 11, 0);
 		t[3] = rbln_tensor_from_data(data, shape, 1, RBLN_I32, 0);
+		t[4] = rbln_tensor_to(t[2], 0, false);
 		if (k)
 			ASSERT_EQ(RBLN_OK, rbln_offload_exit());
 	}
-	EXPECT_EQ(4, count_files(dir));
-	for (k = 0; k < 4; k++) {
+	EXPECT_EQ(5, count_files(dir));
+	for (k = 0; k < 5; k++) {
 		ASSERT_NE(NULL, plain[k]);
 		ASSERT_NE(NULL, off[k]);
 		ASSERT_EQ(RBLN_OK, rbln_tensor_read(plain[k], x, n * 4));
 		ASSERT_EQ(RBLN_OK, rbln_tensor_read(off[k], y, n * 4));
 		EXPECT_EQ(0, memcmp(x, y, n * 4)) TH_LOG("fill %d", k);
+		if (k == 3)
+			EXPECT_EQ(0, memcmp(x, data, n * 4));
 		/* And on the device, through the file. */
 		ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(off[k]));
 		ASSERT_EQ(RBLN_OK, rbln_tensor_read(off[k], y, n * 4));
 		EXPECT_EQ(0, memcmp(x, y, n * 4)) TH_LOG("fill %d on the device", k);
 	}
-	/* The last read was from_data's. */
-	EXPECT_EQ(0, memcmp(x, data, n * 4));
-	for (k = 0; k < 4; k++) {
+	for (k = 0; k < 5; k++) {
 		rbln_tensor_free(plain[k]);
 		rbln_tensor_free(off[k]);
 	}
