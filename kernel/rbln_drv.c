@@ -74,6 +74,12 @@ static int rbln_get_param_ioctl(struct drm_device *drm, void *data,
 	case RBLN_PARAM_FAILED_JOBS:
 		args->value = atomic_read(&to_rbln_file(file)->vm->failed_jobs);
 		break;
+	case RBLN_PARAM_VM_BIND_START:
+		args->value = RBLN_VM_BIND_START;
+		break;
+	case RBLN_PARAM_VM_BIND_SIZE:
+		args->value = RBLN_VM_BIND_SIZE;
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -84,13 +90,19 @@ static int rbln_get_param_ioctl(struct drm_device *drm, void *data,
 static int rbln_open(struct drm_device *drm, struct drm_file *file)
 {
 	struct rbln_file *rfile = kzalloc(sizeof(*rfile), GFP_KERNEL);
+	int ret;
 
 	if (!rfile)
 		return -ENOMEM;
 	rfile->vm = rbln_vm_create(to_rbln_device(drm));
 	if (IS_ERR(rfile->vm)) {
-		int ret = PTR_ERR(rfile->vm);
-
+		ret = PTR_ERR(rfile->vm);
+		kfree(rfile);
+		return ret;
+	}
+	ret = rbln_vm_bind_open(rfile, to_rbln_device(drm));
+	if (ret) {
+		rbln_vm_put(rfile->vm);
 		kfree(rfile);
 		return ret;
 	}
@@ -108,6 +120,7 @@ static void rbln_postclose(struct drm_device *drm, struct drm_file *file)
 	struct rbln_file *rfile = to_rbln_file(file);
 
 	rbln_queues_destroy(rfile);
+	rbln_vm_bind_close(rfile);
 	rbln_vm_put(rfile->vm);
 	kfree(rfile);
 }
@@ -125,6 +138,9 @@ static const struct drm_ioctl_desc rbln_ioctls[] = {
 	DRM_IOCTL_DEF_DRV(RBLN_QUEUE_CREATE, rbln_queue_create_ioctl, 0),
 	DRM_IOCTL_DEF_DRV(RBLN_QUEUE_DESTROY, rbln_queue_destroy_ioctl, 0),
 	DRM_IOCTL_DEF_DRV(RBLN_SUBMIT, rbln_submit_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(RBLN_VM_RESERVE, rbln_vm_reserve_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(RBLN_VM_RELEASE, rbln_vm_release_ioctl, 0),
+	DRM_IOCTL_DEF_DRV(RBLN_VM_BIND, rbln_vm_bind_ioctl, 0),
 };
 
 static const struct file_operations rbln_fops = {
@@ -134,8 +150,8 @@ static const struct file_operations rbln_fops = {
 };
 
 static const struct drm_driver rbln_drm_driver = {
-	.driver_features = DRIVER_COMPUTE_ACCEL | DRIVER_GEM | DRIVER_SYNCOBJ |
-			   DRIVER_SYNCOBJ_TIMELINE,
+	.driver_features = DRIVER_COMPUTE_ACCEL | DRIVER_GEM | DRIVER_GEM_GPUVA |
+			   DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE,
 	.open = rbln_open,
 	.postclose = rbln_postclose,
 	.show_fdinfo = rbln_show_fdinfo,
@@ -211,7 +227,7 @@ static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
 		return ret;
 
 	ret = rbln_devmem_init(rdev) ?: rbln_mmu_init(rdev) ?: rbln_peer_init(rdev) ?:
-	      rbln_job_init(rdev);
+	      rbln_job_init(rdev) ?: rbln_vm_bind_init(rdev);
 	if (ret)
 		return ret;
 	rbln_debugfs_init(rdev);

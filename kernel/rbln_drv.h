@@ -12,6 +12,7 @@
 
 #include <drm/drm_device.h>
 #include <drm/drm_file.h>
+#include <drm/gpu_scheduler.h>
 
 #include "rbln_hw.h"
 #include "rbln_mmu.h"
@@ -24,8 +25,11 @@
 #define RBLN_MAX_RINGS		16
 #define RBLN_MAX_QUEUES		1024	/* per file */
 
-struct drm_gpu_scheduler;
+struct dma_fence;
+struct dma_fence_chain;
 struct drm_printer;
+struct drm_rbln_sync;
+struct drm_syncobj;
 struct rbln_hw;
 struct rbln_ring;
 
@@ -57,6 +61,8 @@ struct rbln_ring;
  * @rings: the command rings.
  * @scheds: their schedulers, the list every queue's entity spreads over.
  * @reset_count: rings reset after a timeout.
+ * @bind_sched: runs every file's VM_BIND jobs, on the CPU.
+ * @bind_sched_list: a list of one, @bind_sched, for the files' bind entities.
  *
  * Fields read at probe never change afterwards and need no lock.
  */
@@ -93,16 +99,33 @@ struct rbln_device {
 	struct rbln_ring *rings;
 	struct drm_gpu_scheduler **scheds;
 	atomic_t reset_count;
+
+	struct drm_gpu_scheduler bind_sched;
+	struct drm_gpu_scheduler *bind_sched_list;
 };
 
 /**
  * struct rbln_file - what the driver keeps per open file
  * @vm: the file's context and address space; jobs hold it too.
  * @queues: the file's queues by id; the xarray's lock protects it.
+ * @bind_entity: the file's VM_BIND jobs, in the order they were made.
  */
 struct rbln_file {
 	struct rbln_vm *vm;
 	struct xarray queues;
+	struct drm_sched_entity bind_entity;
+};
+
+/**
+ * struct rbln_sync_signal - what a job signals, looked up before it is pushed
+ * @syncobj: the syncobj, held; NULL for none.
+ * @chain: for a timeline point, preallocated.
+ * @point: the point, 0 for a binary syncobj.
+ */
+struct rbln_sync_signal {
+	struct drm_syncobj *syncobj;
+	struct dma_fence_chain *chain;
+	u64 point;
 };
 
 static inline struct rbln_device *to_rbln_device(struct drm_device *drm)
@@ -137,6 +160,21 @@ void rbln_job_show_fdinfo(struct drm_printer *p, struct drm_file *file);
 int rbln_queue_create_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 int rbln_queue_destroy_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+
+/* rbln_sync.c */
+int rbln_sync_add_waits(struct drm_sched_job *job, struct drm_file *file, u64 waits, u32 count);
+int rbln_sync_signal_prepare(struct drm_file *file, const struct drm_rbln_sync *sync,
+			     struct rbln_sync_signal *signal);
+void rbln_sync_signal(struct rbln_sync_signal *signal, struct dma_fence *fence);
+void rbln_sync_signal_abort(struct rbln_sync_signal *signal);
+
+/* rbln_vm_bind.c */
+int rbln_vm_bind_init(struct rbln_device *rdev);
+int rbln_vm_bind_open(struct rbln_file *rfile, struct rbln_device *rdev);
+void rbln_vm_bind_close(struct rbln_file *rfile);
+int rbln_vm_reserve_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+int rbln_vm_release_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
+int rbln_vm_bind_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 
 /* rbln_sysfs.c */
 extern const struct attribute_group *rbln_dev_groups[];

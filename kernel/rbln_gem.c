@@ -43,6 +43,7 @@ static void rbln_bo_init(struct rbln_bo *bo, u32 placement)
 	INIT_LIST_HEAD(&bo->blocks);
 	INIT_LIST_HEAD(&bo->mappings);
 	mutex_init(&bo->map_lock);
+	drm_gem_gpuva_set_lock(&bo->base.base, &bo->map_lock);
 }
 
 static void rbln_bo_fini(struct rbln_bo *bo)
@@ -267,7 +268,7 @@ int rbln_bo_create_ioctl(struct drm_device *drm, void *data, struct drm_file *fi
 	u64 size;
 	int ret;
 
-	if (args->pad || args->flags & ~RBLN_BO_READ_ONLY)
+	if (args->pad || args->flags & ~(RBLN_BO_READ_ONLY | RBLN_BO_NO_VA))
 		return -EINVAL;
 	if (args->placement != RBLN_BO_DEVICE && args->placement != RBLN_BO_HOST)
 		return -EINVAL;

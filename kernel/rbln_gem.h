@@ -18,14 +18,15 @@ struct drm_printer;
  * @base: the GEM object. HOST objects are shmem objects (their pages, or
  *	the importer's sg table); DEVICE objects use only @base.base.
  * @placement: RBLN_BO_DEVICE or RBLN_BO_HOST.
- * @flags: RBLN_BO_READ_ONLY.
+ * @flags: RBLN_BO_READ_ONLY, RBLN_BO_NO_VA.
  * @blocks: device memory blocks of a DEVICE object that this device
  *	allocated; empty for one imported from another rbln device.
  * @peer: the exporting rbln device's object, for a DEVICE object imported
  *	from it; the import's dma-buf attachment keeps it alive.
  * @peer_slot: the slot of this device's peer table that reaches the
  *	exporter, held while @peer is set.
- * @map_lock: protects @mappings.
+ * @map_lock: protects @mappings, and the GEM object's list of VM_BIND
+ *	mappings (&drm_gem_object.gpuva).
  * @mappings: the struct rbln_mapping of every address space it is in.
  */
 struct rbln_bo {
@@ -35,7 +36,7 @@ struct rbln_bo {
 	struct list_head blocks;
 	struct rbln_bo *peer;
 	int peer_slot;
-	struct mutex map_lock; /* protects mappings */
+	struct mutex map_lock; /* protects mappings, base.base.gpuva */
 	struct list_head mappings;
 };
 

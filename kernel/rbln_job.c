@@ -717,31 +717,6 @@ static int rbln_job_lookup_bos(struct rbln_job *job, struct drm_file *file, u64 
 	return 0;
 }
 
-static int rbln_job_add_waits(struct rbln_job *job, struct drm_file *file,
-			      u64 waits, u32 count)
-{
-	struct drm_rbln_sync wait;
-	struct dma_fence *fence;
-	u32 i;
-	int ret;
-
-	for (i = 0; i < count; i++) {
-		if (copy_from_user(&wait, u64_to_user_ptr(waits) + i * sizeof(wait),
-				   sizeof(wait)))
-			return -EFAULT;
-		if (wait.pad)
-			return -EINVAL;
-		/* Not drm_sched_job_add_syncobj_dependency(): it takes a 32-bit point. */
-		ret = drm_syncobj_find_fence(file, wait.handle, wait.point, 0, &fence);
-		if (ret)
-			return ret;
-		ret = drm_sched_job_add_dependency(&job->base, fence);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
 /* Counts a job that ended with an error; runs as its finished fence signals. */
 static void rbln_job_done(struct dma_fence *fence, struct dma_fence_cb *cb)
 {
@@ -753,7 +728,7 @@ static void rbln_job_done(struct dma_fence *fence, struct dma_fence_cb *cb)
 
 static int rbln_submit_check(struct rbln_device *rdev, struct drm_rbln_submit *args)
 {
-	if (args->flags || args->pad || args->signal.pad)
+	if (args->flags || args->pad)
 		return -EINVAL;
 	if (!args->cmd_size || args->cmd_size % 8 || args->cmd_va % 8 ||
 	    args->cmd_size > rdev->max_cmd_size)
@@ -768,8 +743,8 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	struct rbln_device *rdev = to_rbln_device(drm);
 	struct rbln_file *rfile = to_rbln_file(file);
 	struct drm_rbln_submit *args = data;
-	struct dma_fence_chain *chain = NULL;
-	struct drm_syncobj *signal = NULL;
+	struct rbln_sync_signal signal = {};
+	struct dma_resv *resv;
 	struct rbln_queue *queue;
 	struct dma_fence *done;
 	struct rbln_job *job;
@@ -831,30 +806,30 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		job->bos_used++;
 	}
 
-	if (args->signal.handle) {
-		signal = drm_syncobj_find(file, args->signal.handle);
-		if (!signal) {
-			ret = -ENOENT;
-			goto err_job;
-		}
-		if (args->signal.point) {
-			chain = dma_fence_chain_alloc();
-			if (!chain) {
-				ret = -ENOMEM;
-				goto err_job;
-			}
-		}
-	}
+	ret = rbln_sync_signal_prepare(file, &args->signal, &signal);
+	if (ret)
+		goto err_job;
 
 	ret = drm_sched_job_init(&job->base, &queue->entity, 1, job->vm, file->client_id);
 	if (ret)
 		goto err_job;
-	ret = rbln_job_add_waits(job, file, args->waits, args->wait_count);
-	if (ret) {
-		drm_sched_job_cleanup(&job->base);
-		goto err_job;
-	}
+	ret = rbln_sync_add_waits(&job->base, file, args->waits, args->wait_count);
+	if (ret)
+		goto err_sched_job;
 
+	/*
+	 * Unbinds wait for every job of the context pushed before them: they
+	 * take the fences under the same lock (rbln_vm_bind_ioctl()).
+	 */
+	resv = drm_gpuvm_resv(&job->vm->gpuvm);
+	ret = dma_resv_lock_interruptible(resv, NULL);
+	if (ret)
+		goto err_sched_job;
+	ret = dma_resv_reserve_fences(resv, 1);
+	if (ret) {
+		dma_resv_unlock(resv);
+		goto err_sched_job;
+	}
 	mutex_lock(&queue->lock);
 	drm_sched_job_arm(&job->base);
 	done = dma_fence_get(&job->base.s_fence->finished);
@@ -862,22 +837,18 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	dma_fence_add_callback(done, &job->done_cb, rbln_job_done);
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&queue->lock);
+	dma_resv_add_fence(resv, done, DMA_RESV_USAGE_BOOKKEEP);
+	dma_resv_unlock(resv);
 
-	if (signal) {
-		if (chain)
-			drm_syncobj_add_point(signal, chain, done, args->signal.point);
-		else
-			drm_syncobj_replace_fence(signal, done);
-		drm_syncobj_put(signal);
-	}
+	rbln_sync_signal(&signal, done);
 	dma_fence_put(done);
 	rbln_queue_put(queue);
 	return 0;
 
+err_sched_job:
+	drm_sched_job_cleanup(&job->base);
 err_job:
-	dma_fence_chain_free(chain);
-	if (signal)
-		drm_syncobj_put(signal);
+	rbln_sync_signal_abort(&signal);
 	rbln_job_free(job);
 	rbln_queue_put(queue);
 	return ret;

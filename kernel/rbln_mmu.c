@@ -176,21 +176,30 @@ static void rbln_pt_clear(struct rbln_vm *vm, u64 va, u64 size)
 	}
 }
 
-/* Writes the page table entries of @map: its object's memory, wherever. */
-static int rbln_vm_bind(struct rbln_vm *vm, struct rbln_mapping *map)
+/**
+ * rbln_pt_map_bo() - point [@va, + @size) at [@offset, + @size) of @bo
+ * @vm: the address space, locked
+ * @va: first address
+ * @bo: the object; a HOST object's pages are pinned already
+ *	(drm_gem_shmem_get_pages_sgt())
+ * @offset: page-aligned offset in @bo
+ * @size: page-aligned size, with @offset + @size at most @bo's size
+ * @flags: RBLN_PTE_VALID and RBLN_PTE_WRITE as granted
+ *
+ * Allocates no page table that rbln_vm_pt_prepare() made for the range.
+ *
+ * Return: 0, or -ENOMEM with nothing of the range mapped.
+ */
+static int rbln_pt_map_bo(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset,
+			  u64 size, u64 flags)
 {
-	struct rbln_bo *bo = map->bo, *owner = bo->peer ?: bo;
-	u64 flags = RBLN_PTE_VALID, va = map->node.start;
+	struct rbln_bo *owner = bo->peer ?: bo;
+	u64 start = va, end = va + size, n;
 	struct gpu_buddy_block *block;
 	struct sg_dma_page_iter iter;
-	struct sg_table *sgt;
 	int ret = 0;
 
 	lockdep_assert_held(&vm->lock);
-	if (map->bound)
-		return 0;
-	if (map->perm & RBLN_MAP_WRITE)
-		flags |= RBLN_PTE_WRITE;
 
 	if (bo->placement == RBLN_BO_DEVICE) {
 		struct rbln_device *mem = to_rbln_device(owner->base.base.dev);
@@ -198,20 +207,24 @@ static int rbln_vm_bind(struct rbln_vm *vm, struct rbln_mapping *map)
 		if (bo->peer)
 			flags |= RBLN_PTE_PEER | FIELD_PREP(RBLN_PTE_PEER_MASK, bo->peer_slot);
 		list_for_each_entry(block, &owner->blocks, link) {
-			u64 size = gpu_buddy_block_size(&mem->mem, block);
-
-			ret = rbln_pt_set(vm, va, gpu_buddy_block_offset(block), size, flags);
+			n = gpu_buddy_block_size(&mem->mem, block);
+			if (offset >= n) {
+				offset -= n;
+				continue;
+			}
+			n = min(n - offset, end - va);
+			ret = rbln_pt_set(vm, va, gpu_buddy_block_offset(block) + offset, n, flags);
 			if (ret)
 				break;
-			va += size;
+			va += n;
+			offset = 0;
+			if (va == end)
+				break;
 		}
 	} else {
-		sgt = drm_gem_shmem_get_pages_sgt(&bo->base);
-		if (IS_ERR(sgt))
-			return PTR_ERR(sgt);
 		/* An importer's table may be longer than the object: not past it. */
-		for_each_sgtable_dma_page(sgt, &iter, 0) {
-			if (va - map->node.start >= bo->base.base.size)
+		for_each_sgtable_dma_page(bo->base.sgt, &iter, offset >> PAGE_SHIFT) {
+			if (va == end)
 				break;
 			ret = rbln_pt_set(vm, va, sg_page_iter_dma_address(&iter), PAGE_SIZE,
 					  flags | RBLN_PTE_SYSTEM);
@@ -221,13 +234,104 @@ static int rbln_vm_bind(struct rbln_vm *vm, struct rbln_mapping *map)
 		}
 	}
 	if (ret) {
-		rbln_pt_clear(vm, map->node.start, va - map->node.start);
+		rbln_pt_clear(vm, start, va - start);
 		rbln_mmu_invalidate(vm->rdev);
-		return ret;
 	}
-	map->bound = true;
+	return ret;
+}
+
+static u64 rbln_pte_flags(u32 perm)
+{
+	return RBLN_PTE_VALID | (perm & RBLN_MAP_WRITE ? RBLN_PTE_WRITE : 0);
+}
+
+/* Writes the page table entries of @map: its whole object. */
+static int rbln_mapping_bind(struct rbln_vm *vm, struct rbln_mapping *map)
+{
+	struct rbln_bo *bo = map->bo;
+	int ret;
+
+	lockdep_assert_held(&vm->lock);
+	if (map->bound)
+		return 0;
+	if (bo->placement == RBLN_BO_HOST) {
+		struct sg_table *sgt = drm_gem_shmem_get_pages_sgt(&bo->base);
+
+		if (IS_ERR(sgt))
+			return PTR_ERR(sgt);
+	}
+	ret = rbln_pt_map_bo(vm, map->node.start, bo, 0, bo->base.base.size,
+			     rbln_pte_flags(map->perm));
+	if (!ret)
+		map->bound = true;
+	return ret;
+}
+
+/**
+ * rbln_vm_pt_prepare() - make the page tables that will map a range
+ * @vm: the address space, locked
+ * @va: page-aligned start
+ * @size: page-aligned size
+ *
+ * So that rbln_vm_pt_map() allocates nothing: it runs where a completion
+ * may be waited for (the bind queue), where reclaim must not be entered.
+ * Tables live as long as @vm.
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int rbln_vm_pt_prepare(struct rbln_vm *vm, u64 va, u64 size)
+{
+	u64 last = va + size - 1;
+
+	lockdep_assert_held(&vm->lock);
+	/* One leaf covers 2 MiB: one lookup per leaf, and the last. */
+	for (; va <= last; va = round_down(va, SZ_2M) + SZ_2M) {
+		if (!rbln_pt_leaf(vm, va, true))
+			return -ENOMEM;
+		if (round_down(va, SZ_2M) == round_down(last, SZ_2M))
+			break;
+	}
 	return 0;
 }
+
+/**
+ * rbln_vm_pt_map() - map a range of an object at @va, for VM_BIND
+ * @vm: the address space, locked, its tables made by rbln_vm_pt_prepare()
+ * @va: page-aligned start
+ * @bo: the object, its pages pinned if in host memory
+ * @offset: page-aligned offset in @bo
+ * @size: page-aligned size, inside @bo
+ * @perm: RBLN_MAP_*
+ */
+void rbln_vm_pt_map(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset, u64 size,
+		    u32 perm)
+{
+	/* Cannot fail: every table exists. */
+	WARN_ON(rbln_pt_map_bo(vm, va, bo, offset, size, rbln_pte_flags(perm)));
+}
+
+/**
+ * rbln_vm_pt_clear() - unmap a range, for VM_BIND
+ * @vm: the address space, locked
+ * @va: page-aligned start
+ * @size: page-aligned size
+ *
+ * The device may still use the old entries until rbln_mmu_invalidate().
+ */
+void rbln_vm_pt_clear(struct rbln_vm *vm, u64 va, u64 size)
+{
+	lockdep_assert_held(&vm->lock);
+	rbln_pt_clear(vm, va, size);
+}
+
+static void rbln_gpuvm_free(struct drm_gpuvm *gpuvm)
+{
+	kfree(container_of(gpuvm, struct rbln_vm, gpuvm));
+}
+
+static const struct drm_gpuvm_ops rbln_gpuvm_ops = {
+	.vm_free = rbln_gpuvm_free,
+};
 
 /**
  * rbln_vm_create() - a new context with an empty address space
@@ -240,24 +344,34 @@ static int rbln_vm_bind(struct rbln_vm *vm, struct rbln_mapping *map)
  */
 struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 {
+	struct drm_gem_object *r_obj;
 	struct rbln_vm *vm;
 	int ret;
 
 	vm = kzalloc(sizeof(*vm), GFP_KERNEL);
 	if (!vm)
 		return ERR_PTR(-ENOMEM);
+	r_obj = drm_gpuvm_resv_object_alloc(&rdev->drm);
+	if (!r_obj) {
+		kfree(vm);
+		return ERR_PTR(-ENOMEM);
+	}
+	ret = rbln_pt_alloc(rdev, &vm->root, RBLN_PT_LEVELS - 1);
+	if (ret) {
+		drm_gem_object_put(r_obj);
+		kfree(vm);
+		return ERR_PTR(ret);
+	}
 	kref_init(&vm->ref);
 	vm->rdev = rdev;
 	init_waitqueue_head(&vm->jobs_done);
 	mutex_init(&vm->lock);
 	drm_mm_init(&vm->mm, RBLN_VA_START, RBLN_VA_SIZE);
-
-	ret = rbln_pt_alloc(rdev, &vm->root, RBLN_PT_LEVELS - 1);
-	if (ret) {
-		drm_mm_takedown(&vm->mm);
-		kfree(vm);
-		return ERR_PTR(ret);
-	}
+	drm_mm_init(&vm->reserved, RBLN_VM_BIND_START, RBLN_VM_BIND_SIZE);
+	/* From here on, the gpuvm's last reference frees @vm (rbln_gpuvm_free()). */
+	drm_gpuvm_init(&vm->gpuvm, "rbln", 0, &rdev->drm, r_obj, RBLN_VM_BIND_START,
+		       RBLN_VM_BIND_SIZE, 0, 0, &rbln_gpuvm_ops);
+	drm_gem_object_put(r_obj);
 	return vm;
 }
 
@@ -308,6 +422,7 @@ static void rbln_vm_release(struct kref *ref)
 {
 	struct rbln_vm *vm = container_of(ref, struct rbln_vm, ref);
 	struct rbln_device *rdev = vm->rdev;
+	struct drm_mm_node *node, *next;
 
 	/* No job of the context runs any more; nothing may walk its tables. */
 	if (vm->id) {
@@ -315,10 +430,16 @@ static void rbln_vm_release(struct kref *ref)
 		rbln_mmu_invalidate(rdev);
 		ida_free(&rdev->ctx_ids, vm->id);
 	}
+	rbln_vm_unbind_all(vm);
 	rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
 	drm_mm_takedown(&vm->mm);
+	drm_mm_for_each_node_safe(node, next, &vm->reserved) {
+		drm_mm_remove_node(node);
+		kfree(node);
+	}
+	drm_mm_takedown(&vm->reserved);
 	mutex_destroy(&vm->lock);
-	kfree(vm);
+	drm_gpuvm_put(&vm->gpuvm);
 }
 
 void rbln_vm_put(struct rbln_vm *vm)
@@ -359,6 +480,8 @@ int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo)
 	struct rbln_mapping *map;
 	int ret;
 
+	if (bo->flags & RBLN_BO_NO_VA)
+		return 0;
 	mutex_lock(&vm->lock);
 	map = rbln_vm_find(vm, bo);
 	if (map) {
@@ -384,7 +507,7 @@ int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo)
 					  RBLN_VA_START, RBLN_VA_END,
 					  DRM_MM_INSERT_BEST);
 	if (!ret && bo->placement == RBLN_BO_DEVICE) {
-		ret = rbln_vm_bind(vm, map);
+		ret = rbln_mapping_bind(vm, map);
 		if (ret)
 			drm_mm_remove_node(&map->node);
 	}
@@ -420,7 +543,7 @@ int rbln_vm_use(struct rbln_vm *vm, struct rbln_bo *bo)
 	mutex_lock(&vm->lock);
 	map = rbln_vm_find(vm, bo);
 	if (map) {
-		ret = rbln_vm_bind(vm, map);
+		ret = rbln_mapping_bind(vm, map);
 		if (!ret)
 			map->users++;
 	}
@@ -439,6 +562,8 @@ void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo)
 {
 	struct rbln_mapping *map;
 
+	if (bo->flags & RBLN_BO_NO_VA)
+		return;
 	mutex_lock(&vm->lock);
 	map = rbln_vm_find(vm, bo);
 	if (WARN_ON(!map) || --map->users) {
@@ -464,12 +589,16 @@ void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo)
  * @bo: the object
  * @va: its start address (out)
  *
- * Return: 0, or -ENOENT when @bo is not mapped in @vm.
+ * Return: 0, or -ENOENT when @bo is not mapped in @vm. An RBLN_BO_NO_VA
+ * object has address 0.
  */
 int rbln_vm_va_of(struct rbln_vm *vm, struct rbln_bo *bo, u64 *va)
 {
 	struct rbln_mapping *map;
 
+	*va = 0;
+	if (bo->flags & RBLN_BO_NO_VA)
+		return 0;
 	mutex_lock(&vm->lock);
 	map = rbln_vm_find(vm, bo);
 	if (map)
@@ -518,6 +647,7 @@ struct rbln_bo *rbln_vm_bo_at(struct rbln_vm *vm, u64 va)
 void rbln_vm_describe(struct rbln_vm *vm, struct seq_file *m)
 {
 	struct drm_mm_node *node;
+	struct drm_gpuva *va;
 
 	mutex_lock(&vm->lock);
 	drm_mm_for_each_node(node, &vm->mm) {
@@ -531,6 +661,16 @@ void rbln_vm_describe(struct rbln_vm *vm, struct seq_file *m)
 			   map->perm & RBLN_MAP_WRITE ? 'w' : '-',
 			   map->bound ? " bound" : "",
 			   drm_gem_is_imported(&bo->base.base) ? " imported" : "");
+	}
+	drm_mm_for_each_node(node, &vm->reserved)
+		seq_printf(m, "\t%#014llx %12llu reserved\n", node->start, node->size);
+	drm_gpuvm_for_each_va(va, &vm->gpuvm) {
+		struct rbln_bo *bo = to_rbln_bo(va->gem.obj);
+
+		seq_printf(m, "\t%#014llx %12llu %-6s r%c bind +%#llx\n", va->va.addr,
+			   va->va.range, bo->placement == RBLN_BO_DEVICE ? "device" : "host",
+			   container_of(va, struct rbln_va, base)->perm & RBLN_MAP_WRITE ?
+			   'w' : '-', va->gem.offset);
 	}
 	mutex_unlock(&vm->lock);
 }

@@ -14,15 +14,25 @@
 #include <linux/atomic.h>
 #include <linux/wait.h>
 
+#include <drm/drm_gpuvm.h>
 #include <drm/drm_mm.h>
 
 struct rbln_bo;
 struct seq_file;
 
-/* The device virtual range of every file: NULL and low addresses never map. */
+/*
+ * The device virtual range of every file, in two parts. The driver places
+ * objects in the first when a file gets a handle; NULL and low addresses
+ * never map. VM_RESERVE hands out the second, where only the file's bind
+ * queue writes page table entries, in the order of its binds: an address
+ * given back there cannot be mapped again before its unbinds are done.
+ */
 #define RBLN_VA_START		SZ_4G
-#define RBLN_VA_END		BIT_ULL(47)
+#define RBLN_VA_END		BIT_ULL(46)
 #define RBLN_VA_SIZE		(RBLN_VA_END - RBLN_VA_START)
+#define RBLN_VM_BIND_START	RBLN_VA_END
+#define RBLN_VM_BIND_END	BIT_ULL(47)
+#define RBLN_VM_BIND_SIZE	(RBLN_VM_BIND_END - RBLN_VM_BIND_START)
 
 /* What a mapping lets the device do. */
 #define RBLN_MAP_READ		BIT(0)
@@ -46,9 +56,15 @@ struct rbln_pt {
  * @rdev: the device.
  * @id: the context's index in the device's context table; 0 until its
  *	first job (rbln_vm_activate()), fixed after.
- * @lock: protects @mm, @root and every mapping's @users and @bound. Taken
- *	before a buffer object's map_lock.
- * @mm: allocator of the virtual range; each node is a struct rbln_mapping.
+ * @lock: protects @mm, @reserved, @gpuvm's tree, @root and every mapping's
+ *	@users and @bound. Taken before a buffer object's map_lock.
+ * @mm: allocator of the driver-placed range; each node is a struct
+ *	rbln_mapping.
+ * @reserved: the VM_RESERVE ranges (struct drm_mm_node each).
+ * @gpuvm: the VM_BIND mappings (struct rbln_va each), as the file's binds
+ *	leave them: what the bind queue has still to do is in its jobs. Its
+ *	reservation object carries the fence of every job of the context,
+ *	for unbinds to wait for.
  * @root: the top-level page table.
  * @banned: set when a job of the context faulted: no more submissions.
  * @busy_ns: time the device spent on the context's jobs.
@@ -62,6 +78,8 @@ struct rbln_vm {
 	u32 id;
 	struct mutex lock; /* protects mm, root, users, bound; before map_lock */
 	struct drm_mm mm;
+	struct drm_mm reserved;
+	struct drm_gpuvm gpuvm;
 	struct rbln_pt root;
 	atomic_t banned;
 	atomic64_t busy_ns;
@@ -93,6 +111,20 @@ struct rbln_mapping {
 	bool bound;
 };
 
+/**
+ * struct rbln_va - a VM_BIND mapping
+ * @base: its range, object and offset; linked to the object's
+ *	&drm_gpuvm_bo, which holds the object, under its map_lock.
+ * @perm: RBLN_MAP_* granted to the device.
+ * @unbind_link: once out of the tree, in the list of the unbind that
+ *	clears its entries.
+ */
+struct rbln_va {
+	struct drm_gpuva base;
+	u32 perm;
+	struct list_head unbind_link;
+};
+
 struct rbln_device;
 
 int rbln_mmu_init(struct rbln_device *rdev);
@@ -107,6 +139,11 @@ void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo);
 int rbln_vm_va_of(struct rbln_vm *vm, struct rbln_bo *bo, u64 *va);
 struct rbln_bo *rbln_vm_bo_at(struct rbln_vm *vm, u64 va);
 void rbln_vm_describe(struct rbln_vm *vm, struct seq_file *m);
+int rbln_vm_pt_prepare(struct rbln_vm *vm, u64 va, u64 size);
+void rbln_vm_pt_map(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset, u64 size,
+		    u32 perm);
+void rbln_vm_pt_clear(struct rbln_vm *vm, u64 va, u64 size);
+void rbln_vm_unbind_all(struct rbln_vm *vm);
 
 static inline struct rbln_vm *rbln_vm_get(struct rbln_vm *vm)
 {

@@ -13,7 +13,7 @@
 
 TEST(abi_version)
 {
-	EXPECT_EQ(2, RBLN_ABI_VERSION);
+	EXPECT_EQ(3, RBLN_ABI_VERSION);
 }
 
 TEST(get_param)
@@ -39,6 +39,7 @@ TEST(bo_create)
 	EXPECT_EQ(2, RBLN_BO_HOST);
 	EXPECT_EQ(1, RBLN_BO_READ_ONLY);
 	EXPECT_EQ(2, RBLN_BO_IMPORTED);
+	EXPECT_EQ(4, RBLN_BO_NO_VA);
 }
 
 TEST(bo_info)
@@ -66,7 +67,45 @@ TEST(param_numbers)
 	EXPECT_EQ(6, RBLN_PARAM_VA_START);
 	EXPECT_EQ(7, RBLN_PARAM_VA_SIZE);
 	EXPECT_EQ(8, RBLN_PARAM_DEVICE_MEMORY_USED);
+	EXPECT_EQ(13, RBLN_PARAM_FAILED_JOBS);
+	EXPECT_EQ(14, RBLN_PARAM_VM_BIND_START);
+	EXPECT_EQ(15, RBLN_PARAM_VM_BIND_SIZE);
 	EXPECT_EQ(0xe1a0, RBLN_CHIP_ID_EMULATED);
+}
+
+TEST(vm_reserve)
+{
+	EXPECT_EQ(32, sizeof(struct drm_rbln_vm_reserve));
+	EXPECT_EQ(0, offsetof(struct drm_rbln_vm_reserve, size));
+	EXPECT_EQ(8, offsetof(struct drm_rbln_vm_reserve, align));
+	EXPECT_EQ(16, offsetof(struct drm_rbln_vm_reserve, va));
+	EXPECT_EQ(24, offsetof(struct drm_rbln_vm_reserve, flags));
+	EXPECT_EQ(28, offsetof(struct drm_rbln_vm_reserve, pad));
+	EXPECT_EQ(0xc0206446ul, DRM_IOCTL_RBLN_VM_RESERVE);
+}
+
+TEST(vm_release)
+{
+	EXPECT_EQ(8, sizeof(struct drm_rbln_vm_release));
+	EXPECT_EQ(0x40086447ul, DRM_IOCTL_RBLN_VM_RELEASE);
+}
+
+TEST(vm_bind)
+{
+	EXPECT_EQ(64, sizeof(struct drm_rbln_vm_bind));
+	EXPECT_EQ(0, offsetof(struct drm_rbln_vm_bind, op));
+	EXPECT_EQ(4, offsetof(struct drm_rbln_vm_bind, flags));
+	EXPECT_EQ(8, offsetof(struct drm_rbln_vm_bind, va));
+	EXPECT_EQ(16, offsetof(struct drm_rbln_vm_bind, size));
+	EXPECT_EQ(24, offsetof(struct drm_rbln_vm_bind, bo_offset));
+	EXPECT_EQ(32, offsetof(struct drm_rbln_vm_bind, handle));
+	EXPECT_EQ(36, offsetof(struct drm_rbln_vm_bind, wait_count));
+	EXPECT_EQ(40, offsetof(struct drm_rbln_vm_bind, waits));
+	EXPECT_EQ(48, offsetof(struct drm_rbln_vm_bind, signal));
+	EXPECT_EQ(0x40406448ul, DRM_IOCTL_RBLN_VM_BIND);
+	EXPECT_EQ(1, RBLN_VM_BIND_MAP);
+	EXPECT_EQ(2, RBLN_VM_BIND_UNMAP);
+	EXPECT_EQ(1, RBLN_VM_BIND_READ_ONLY);
 }
 
 TEST_HARNESS_MAIN

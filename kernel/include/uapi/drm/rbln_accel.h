@@ -28,7 +28,7 @@ extern "C" {
  * Bumped when an ioctl or parameter is added; userspace reads the running
  * driver's value with RBLN_PARAM_ABI_VERSION to know what it may use.
  */
-#define RBLN_ABI_VERSION		2
+#define RBLN_ABI_VERSION		3
 
 #define DRM_RBLN_GET_PARAM		0x00
 #define DRM_RBLN_BO_CREATE		0x01
@@ -36,6 +36,9 @@ extern "C" {
 #define DRM_RBLN_QUEUE_CREATE		0x03
 #define DRM_RBLN_QUEUE_DESTROY		0x04
 #define DRM_RBLN_SUBMIT			0x05
+#define DRM_RBLN_VM_RESERVE		0x06
+#define DRM_RBLN_VM_RELEASE		0x07
+#define DRM_RBLN_VM_BIND		0x08
 
 #define DRM_IOCTL_RBLN_GET_PARAM \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_RBLN_GET_PARAM, struct drm_rbln_get_param)
@@ -49,6 +52,12 @@ extern "C" {
 	DRM_IOW(DRM_COMMAND_BASE + DRM_RBLN_QUEUE_DESTROY, struct drm_rbln_queue_destroy)
 #define DRM_IOCTL_RBLN_SUBMIT \
 	DRM_IOW(DRM_COMMAND_BASE + DRM_RBLN_SUBMIT, struct drm_rbln_submit)
+#define DRM_IOCTL_RBLN_VM_RESERVE \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_RBLN_VM_RESERVE, struct drm_rbln_vm_reserve)
+#define DRM_IOCTL_RBLN_VM_RELEASE \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_RBLN_VM_RELEASE, struct drm_rbln_vm_release)
+#define DRM_IOCTL_RBLN_VM_BIND \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_RBLN_VM_BIND, struct drm_rbln_vm_bind)
 
 /**
  * enum drm_rbln_param - what DRM_IOCTL_RBLN_GET_PARAM can answer
@@ -64,8 +73,8 @@ extern "C" {
  *	device's id, or the PCI function for silicon); stable across
  *	reloads, unlike the accel minor.
  * @RBLN_PARAM_VA_START: first device virtual address a buffer object can be
- *	mapped at, in every file's address space.
- * @RBLN_PARAM_VA_SIZE: size of the device virtual address range.
+ *	given at creation or import, in every file's address space.
+ * @RBLN_PARAM_VA_SIZE: size of that range.
  * @RBLN_PARAM_DEVICE_MEMORY_USED: device memory in use by all buffer
  *	objects of all files, in bytes.
  * @RBLN_PARAM_NUM_RINGS: hardware command rings; queues are spread on them.
@@ -77,6 +86,10 @@ extern "C" {
  *	their fences signal: a wait that returns sees the count of the job it
  *	waited for, so one query tells whether any fence needs a closer look.
  *	Since ABI version 2.
+ * @RBLN_PARAM_VM_BIND_START: first address of the range that
+ *	DRM_IOCTL_RBLN_VM_RESERVE hands out, apart from the range above.
+ *	Since ABI version 3.
+ * @RBLN_PARAM_VM_BIND_SIZE: size of that range. Since ABI version 3.
  */
 enum drm_rbln_param {
 	RBLN_PARAM_ABI_VERSION		= 0,
@@ -93,6 +106,8 @@ enum drm_rbln_param {
 	RBLN_PARAM_MAX_CMD_SIZE		= 11,
 	RBLN_PARAM_RESET_COUNT		= 12,
 	RBLN_PARAM_FAILED_JOBS		= 13,
+	RBLN_PARAM_VM_BIND_START	= 14,
+	RBLN_PARAM_VM_BIND_SIZE		= 15,
 };
 
 /* RBLN_PARAM_ISA_CAPS: opcode groups and dtypes (rbln_isa.h). */
@@ -125,22 +140,27 @@ struct drm_rbln_get_param {
 /* Flags of a buffer object. */
 #define RBLN_BO_READ_ONLY		0x1	/* the device may not write it */
 #define RBLN_BO_IMPORTED		0x2	/* out only: from a dma-buf */
+#define RBLN_BO_NO_VA			0x4	/* placed only by DRM_IOCTL_RBLN_VM_BIND */
 
 /**
  * struct drm_rbln_bo_create - argument of DRM_IOCTL_RBLN_BO_CREATE
  *
  * Creates a buffer object and maps it into the calling file's device address
- * space. Release it with DRM_IOCTL_GEM_CLOSE.
+ * space, unless RBLN_BO_NO_VA: such an object, like memory from
+ * cuMemCreate(), has no address until DRM_IOCTL_RBLN_VM_BIND gives it one
+ * (in any file it reaches), and SUBMIT cannot list it. Release it with
+ * DRM_IOCTL_GEM_CLOSE.
  *
  * @size: bytes wanted (in); rounded up to the page size (out). Zero, or a
  *	size that overflows when rounded or exceeds the address space:
  *	-EINVAL. More than the free device memory: -ENOSPC; more host memory
  *	than the machine has: -ENOMEM.
  * @placement: RBLN_BO_DEVICE or RBLN_BO_HOST (in).
- * @flags: RBLN_BO_READ_ONLY or 0 (in).
+ * @flags: RBLN_BO_READ_ONLY, RBLN_BO_NO_VA or 0 (in).
  * @handle: the new object's handle (out).
  * @pad: must be zero.
- * @va: device virtual address of the object in this file's space (out).
+ * @va: device virtual address of the object in this file's space, 0 for
+ *	RBLN_BO_NO_VA (out).
  */
 struct drm_rbln_bo_create {
 	__u64 size;
@@ -169,7 +189,7 @@ struct drm_rbln_bo_create {
  * @mmap_offset: offset to mmap() the object at on this file, HOST objects
  *	only; 0 for DEVICE objects, which the CPU cannot map (out).
  * @placement: RBLN_BO_DEVICE or RBLN_BO_HOST (out).
- * @bo_flags: RBLN_BO_READ_ONLY, RBLN_BO_IMPORTED (out).
+ * @bo_flags: RBLN_BO_READ_ONLY, RBLN_BO_IMPORTED, RBLN_BO_NO_VA (out).
  */
 struct drm_rbln_bo_info {
 	__u32 handle;
@@ -263,6 +283,99 @@ struct drm_rbln_submit {
 	__u64 bo_handles;
 	__u32 wait_count;
 	__u32 pad;
+	__u64 waits;
+	struct drm_rbln_sync signal;
+};
+
+/*
+ * VM_BIND: user-placed mappings, as on nouveau, xe and panthor. A file
+ * reserves ranges of its address space, then binds buffer objects, or
+ * ranges of them, at addresses it chooses inside them, and unbinds any
+ * range. Binds and unbinds run in the order they are made, once their
+ * waits are signaled; an unbind also waits for every job the file
+ * submitted before it, and completes only when the device can no longer
+ * reach the range. A job that touches a range before its bind completes,
+ * or after its unbind does, faults. Addresses, offsets and sizes are
+ * multiples of the page size (4 KiB).
+ */
+
+/**
+ * struct drm_rbln_vm_reserve - argument of DRM_IOCTL_RBLN_VM_RESERVE
+ *
+ * Reserves a range of the calling file's address space inside
+ * [RBLN_PARAM_VM_BIND_START, + RBLN_PARAM_VM_BIND_SIZE), for
+ * DRM_IOCTL_RBLN_VM_BIND. Nothing is mapped there yet.
+ *
+ * @size: bytes, a non-zero multiple of the page size (in). No room: -ENOSPC.
+ * @align: alignment of the range: 0 for the page size, else a power of two
+ *	of at least the page size (in).
+ * @va: start of the range (out).
+ * @flags: must be zero.
+ * @pad: must be zero.
+ */
+struct drm_rbln_vm_reserve {
+	__u64 size;
+	__u64 align;
+	__u64 va;
+	__u32 flags;
+	__u32 pad;
+};
+
+/**
+ * struct drm_rbln_vm_release - argument of DRM_IOCTL_RBLN_VM_RELEASE
+ *
+ * Gives a reserved range back. -ENOENT when no reservation starts at @va;
+ * -EBUSY while anything is bound inside it (unbind first). Unbinds still
+ * in flight complete before the range can be reserved again.
+ *
+ * @va: start of the reservation.
+ */
+struct drm_rbln_vm_release {
+	__u64 va;
+};
+
+/* struct drm_rbln_vm_bind.op */
+#define RBLN_VM_BIND_MAP		1
+#define RBLN_VM_BIND_UNMAP		2
+
+/* struct drm_rbln_vm_bind.flags */
+#define RBLN_VM_BIND_READ_ONLY		0x1	/* MAP: the device may not write */
+
+/**
+ * struct drm_rbln_vm_bind - argument of DRM_IOCTL_RBLN_VM_BIND
+ *
+ * RBLN_VM_BIND_MAP maps [@bo_offset, + @size) of the object @handle at
+ * [@va, + @size), which must lie inside one reservation and overlap no
+ * other mapping (-EEXIST). A range outside every reservation: -ENOENT; past
+ * the object's end, misaligned or empty: -EINVAL. The mapping holds the
+ * object: closing the handle does not unmap it.
+ *
+ * RBLN_VM_BIND_UNMAP unmaps whatever is mapped in [@va, + @size), inside
+ * one reservation, splitting mappings that straddle its ends; -ENOENT when
+ * nothing is mapped there (a second unbind of the same range). @handle and
+ * @bo_offset must be zero.
+ *
+ * The change is made once every wait is signaled and, for an unbind, every
+ * job submitted before it has ended; completion is signaled on @signal.
+ *
+ * @op: RBLN_VM_BIND_MAP or RBLN_VM_BIND_UNMAP.
+ * @flags: RBLN_VM_BIND_READ_ONLY (MAP only) or 0.
+ * @va: start of the range in the file's address space.
+ * @size: its size.
+ * @bo_offset: MAP: offset of the range in the object.
+ * @handle: MAP: the object.
+ * @wait_count: entries of @waits, at most RBLN_SUBMIT_MAX_WAITS.
+ * @waits: user pointer to struct drm_rbln_sync.
+ * @signal: syncobj (and point) to signal; handle 0 for none.
+ */
+struct drm_rbln_vm_bind {
+	__u32 op;
+	__u32 flags;
+	__u64 va;
+	__u64 size;
+	__u64 bo_offset;
+	__u32 handle;
+	__u32 wait_count;
 	__u64 waits;
 	struct drm_rbln_sync signal;
 };
