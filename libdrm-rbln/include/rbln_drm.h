@@ -65,8 +65,8 @@ int rbln_drm_get_param(struct rbln_drm_device *dev, uint32_t param,
 struct rbln_drm_bo_info {
 	uint32_t handle;
 	uint32_t placement;	/* RBLN_BO_DEVICE or RBLN_BO_HOST */
-	uint32_t flags;		/* RBLN_BO_READ_ONLY, RBLN_BO_IMPORTED */
-	uint64_t va;		/* device address in this file's space */
+	uint32_t flags;		/* RBLN_BO_READ_ONLY, RBLN_BO_IMPORTED, RBLN_BO_NO_VA */
+	uint64_t va;		/* device address in this file's space; 0 for RBLN_BO_NO_VA */
 	uint64_t size;		/* bytes, page-aligned */
 	uint64_t mmap_offset;	/* HOST only; 0 for DEVICE */
 };
@@ -148,6 +148,41 @@ int rbln_drm_submit(struct rbln_drm_device *dev, uint32_t queue_id,
 		    const uint32_t *bos, uint32_t bo_count,
 		    const struct drm_rbln_sync *waits, uint32_t wait_count,
 		    const struct drm_rbln_sync *signal);
+
+/*
+ * rbln_drm_vm_reserve - DRM_IOCTL_RBLN_VM_RESERVE
+ *
+ * Reserves @size bytes of the file's address space, aligned to @align (0:
+ * the page size), for rbln_drm_vm_map(); the start goes to @va.
+ */
+int rbln_drm_vm_reserve(struct rbln_drm_device *dev, uint64_t size, uint64_t align,
+			uint64_t *va);
+
+/* rbln_drm_vm_release - DRM_IOCTL_RBLN_VM_RELEASE: gives back the range reserved at @va. */
+int rbln_drm_vm_release(struct rbln_drm_device *dev, uint64_t va);
+
+/*
+ * rbln_drm_vm_map - DRM_IOCTL_RBLN_VM_BIND, RBLN_VM_BIND_MAP
+ *
+ * Maps [@bo_offset, + @size) of object @handle at @va, inside a
+ * reservation, once every wait is signaled; signals @signal (may be NULL)
+ * when the mapping is in place. @flags: RBLN_VM_BIND_READ_ONLY or 0.
+ */
+int rbln_drm_vm_map(struct rbln_drm_device *dev, uint64_t va, uint64_t size,
+		    uint32_t handle, uint64_t bo_offset, uint32_t flags,
+		    const struct drm_rbln_sync *waits, uint32_t wait_count,
+		    const struct drm_rbln_sync *signal);
+
+/*
+ * rbln_drm_vm_unmap - DRM_IOCTL_RBLN_VM_BIND, RBLN_VM_BIND_UNMAP
+ *
+ * Unmaps whatever is mapped in [@va, + @size) once every wait is signaled
+ * and every job submitted before has ended; signals @signal (may be NULL)
+ * when the device can no longer reach the range.
+ */
+int rbln_drm_vm_unmap(struct rbln_drm_device *dev, uint64_t va, uint64_t size,
+		      const struct drm_rbln_sync *waits, uint32_t wait_count,
+		      const struct drm_rbln_sync *signal);
 
 /*
  * rbln_drm_fence_status - how the fence at @point of syncobj @handle ended
