@@ -728,7 +728,7 @@ static void rbln_job_done(struct dma_fence *fence, struct dma_fence_cb *cb)
 
 static int rbln_submit_check(struct rbln_device *rdev, struct drm_rbln_submit *args)
 {
-	if (args->flags || args->pad)
+	if (args->flags || args->pad || args->signal.pad)
 		return -EINVAL;
 	if (!args->cmd_size || args->cmd_size % 8 || args->cmd_va % 8 ||
 	    args->cmd_size > rdev->max_cmd_size)

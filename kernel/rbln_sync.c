@@ -26,8 +26,8 @@
  * @waits: user pointer to @count struct drm_rbln_sync
  * @count: at most RBLN_SUBMIT_MAX_WAITS, checked by the caller
  *
- * Return: 0, -EFAULT, -EINVAL for a non-zero pad, -ENOENT for an unknown
- * syncobj or a point not submitted yet, or -ENOMEM.
+ * Return: 0, -EFAULT, -EINVAL for a non-zero pad or a syncobj (or point)
+ * with no fence yet, -ENOENT for an unknown syncobj, or -ENOMEM.
  */
 int rbln_sync_add_waits(struct drm_sched_job *job, struct drm_file *file, u64 waits, u32 count)
 {

@@ -325,8 +325,10 @@ struct drm_rbln_vm_reserve {
  * struct drm_rbln_vm_release - argument of DRM_IOCTL_RBLN_VM_RELEASE
  *
  * Gives a reserved range back. -ENOENT when no reservation starts at @va;
- * -EBUSY while anything is bound inside it (unbind first). Unbinds still
- * in flight complete before the range can be reserved again.
+ * -EBUSY while anything is bound inside it (unbind first). The range may
+ * be reserved again at once: binds there take effect after the unbinds
+ * made before them, and until those complete, the file's jobs may still
+ * reach what they unmap.
  *
  * @va: start of the reservation.
  */
