@@ -18,6 +18,20 @@
  * RBLN_ALLOC_CONF, modelled on PYTORCH_CUDA_ALLOC_CONF, changes some of
  * this (struct alloc_conf; docs/runtime.md lists the options).
  *
+ * Expandable segments (expandable_segments:True, the default when the
+ * provider can map), as PyTorch's on CUDA's virtual memory API: each pool
+ * has one segment, an address range reserved once, that grows at its end
+ * by mapping memory (the provider's map: VM_BIND in librbln) when no free
+ * block fits, and shrinks at its end by unmapping what a free tail block
+ * covers (empty_cache, the OOM ladder).  A block may span several mapped
+ * pieces, so the tail of one burst of temporaries and the next burst's
+ * blocks coalesce where fixed segments would strand them.  A pool grows by
+ * at least a plain segment's size (2 MiB small, 20 MiB large, as PyTorch
+ * maps), so it makes no more provider objects than plain segments would;
+ * reserved counts mapped bytes.  Unlike PyTorch, memory is unmapped only
+ * at a segment's end: free memory below an allocated block stays mapped
+ * until that block goes.
+ *
  * Queue-ordered reuse.  Every free block carries a "pending" state: the
  * timeline point of the last job that used its memory and that job's queue.
  * Until the point is done only work on that same queue, which runs in order
@@ -174,9 +188,18 @@ struct pstate {
 	bool mixed;	/* pending on more than one queue */
 };
 
-struct rbln_segment {
+/* What one map of an expandable segment put at [va, va + size). */
+struct rbln_chunk {
 	uint64_t va, size;
 	uint32_t handle;
+};
+
+struct rbln_segment {
+	uint64_t va, size;	/* expandable: size is what is mapped, from va */
+	uint32_t handle;	/* plain segments */
+	uint64_t span;		/* expandable: the address space reserved; 0 for plain */
+	struct rbln_chunk *chunks;	/* expandable: by address, covering [va, va + size) */
+	size_t nchunks, chunks_cap;
 	uint32_t queue;			/* of the request it was reserved for */
 	enum pool_id pool;
 	struct rbln_alloc_site *site;	/* where that request came from, with history on */
@@ -217,6 +240,7 @@ struct alloc_conf {
 	bool release_before_grow;	/* release free cached segments before reserving one */
 	uint64_t max_split_size;	/* large blocks at least this big are not split; 0: no limit */
 	unsigned int thread_cache;	/* blocks per thread cache; 0: no thread caches */
+	int expandable;			/* expandable_segments: 1, 0, -1 unset (on if the provider maps) */
 };
 
 /* The statistics thread caches change too (see Statistics). */
@@ -287,6 +311,8 @@ struct rbln_allocator {
 	struct rbln_block *spare;	/* unused block records, through next */
 	struct block_chunk *chunks;
 	struct rbln_segment *segments;	/* every segment held */
+	bool expandable;
+	struct rbln_segment *exp[POOL_COUNT];	/* each pool's expandable segment, once mapped */
 	uint64_t prio_state;
 
 	/* Thread caches start once a second thread uses the allocator. */
@@ -487,7 +513,7 @@ static void set_msg(char *msg, size_t msglen, const char *fmt, ...)
 /* "key:value,key:value" as in PYTORCH_CUDA_ALLOC_CONF; 0, or -EINVAL and why in @msg. */
 static int conf_parse(const char *s, struct alloc_conf *c, char *msg, size_t msglen)
 {
-	*c = (struct alloc_conf){ .thread_cache = TC_DEFAULT_BLOCKS };
+	*c = (struct alloc_conf){ .thread_cache = TC_DEFAULT_BLOCKS, .expandable = -1 };
 	while (s && *s) {
 		size_t len = strcspn(s, ","), klen = strcspn(s, ":,"), vlen;
 		const char *v = s + klen + 1;
@@ -514,13 +540,7 @@ static int conf_parse(const char *s, struct alloc_conf *c, char *msg, size_t msg
 			c->thread_cache = (unsigned int)x;
 		} else if (KEY("expandable_segments")) {
 			bad = parse_bool(v, vlen, &flag);
-			if (!bad && flag) {
-				set_msg(msg, msglen, "expandable_segments is not supported: the driver "
-					"cannot reserve address space to grow a segment into "
-					"(exact_large_segments:True,release_before_grow:True "
-					"comes closest)");
-				return -EINVAL;
-			}
+			c->expandable = flag;
 		} else {
 			set_msg(msg, msglen, "unknown option '%.*s'", (int)klen, s);
 			return -EINVAL;
@@ -972,9 +992,10 @@ static struct rbln_block *pending_lower_bound(struct rbln_block *n, uint32_t que
 
 /* ---- the small pool's size classes ------------------------------------ */
 
+/* A small pool's expandable segment has free blocks past 2 MiB: the last class. */
 static size_t size_class(uint64_t size)
 {
-	return (size_t)(size / MIN_BLOCK_SIZE) - 1;
+	return size < SMALL_BUFFER ? (size_t)(size / MIN_BLOCK_SIZE) - 1 : NCLASS - 1;
 }
 
 static void class_insert(struct rbln_allocator *a, struct rbln_block *b)
@@ -1637,7 +1658,17 @@ tc_free(struct rbln_allocator *a, struct rbln_block *b, struct pstate last, cons
 
 static bool segment_unsplit_free(const struct rbln_segment *s)
 {
-	return !s->first->allocated && s->first->size == s->size;
+	return !s->span && !s->first->allocated && s->first->size == s->size;
+}
+
+static void segment_unlink(struct rbln_allocator *a, struct rbln_segment *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		a->segments = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
 }
 
 static void segment_release(struct rbln_allocator *a, struct rbln_segment *s, struct delta *d,
@@ -1650,25 +1681,78 @@ static void segment_release(struct rbln_allocator *a, struct rbln_segment *s, st
 	a->num_device_free++;
 	reserved_add(a, -(int64_t)s->size);
 	d->d[S_CACHED] -= (int64_t)s->size;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		a->segments = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	segment_unlink(a, s);
 	block_put(a, s->first);
 	free(s);
 	a->nblocks--;
 }
 
-/* Releases every entirely free segment whose memory no job still uses. */
+static struct rbln_block *segment_last(const struct rbln_segment *s)
+{
+	struct rbln_block *b = s->first;
+
+	while (b->next)
+		b = b->next;
+	return b;
+}
+
+/*
+ * Unmaps the pieces of expandable segment @s that its free tail block
+ * covers whole, once no job uses that memory; the segment goes with its
+ * last piece.
+ */
+static void exp_shrink(struct rbln_allocator *a, struct rbln_segment *s, struct delta *d,
+		       const struct call *c)
+{
+	struct rbln_block *last = segment_last(s);
+	struct rbln_chunk *ch;
+
+	if (last->allocated || pstate_normalize(a, last->st).point)
+		return;
+	unlink_free(a, last);
+	while (s->nchunks && s->chunks[s->nchunks - 1].va >= last->va) {
+		ch = &s->chunks[--s->nchunks];
+		hist_event(a, c, RBLN_MEMORY_SEGMENT_UNMAP, ch->va, ch->size, s->queue, false);
+		a->ops.unmap(a->ctx, ch->va, ch->size, ch->handle);
+		a->num_device_free++;
+		reserved_add(a, -(int64_t)ch->size);
+		d->d[S_CACHED] -= (int64_t)ch->size;
+		s->size -= ch->size;
+		last->size -= ch->size;
+	}
+	if (last->size) {
+		link_free(a, last);
+		return;
+	}
+	if (last->prev)
+		last->prev->next = NULL;
+	else
+		s->first = NULL;
+	block_put(a, last);
+	a->nblocks--;
+	if (s->size)
+		return;
+	a->exp[s->pool] = NULL;
+	a->ops.release(a->ctx, s->va);
+	segment_unlink(a, s);
+	rbln_alloc_site_put(s->site);
+	free(s->chunks);
+	free(s);
+}
+
+/*
+ * Releases every entirely free segment whose memory no job still uses, and
+ * the free tails of expandable segments.
+ */
 static void release_cached(struct rbln_allocator *a, struct delta *d, const struct call *c)
 {
 	struct rbln_segment *s = a->segments, *next;
 
 	for (; s; s = next) {
 		next = s->next;
-		if (segment_unsplit_free(s) && !pstate_normalize(a, s->first->st).point)
+		if (s->span)
+			exp_shrink(a, s, d, c);
+		else if (segment_unsplit_free(s) && !pstate_normalize(a, s->first->st).point)
 			segment_release(a, s, d, c);
 	}
 }
@@ -1678,9 +1762,13 @@ static size_t count_pending_unsplit(struct rbln_allocator *a)
 	struct rbln_segment *s;
 	size_t n = 0;
 
-	for (s = a->segments; s; s = s->next)
-		if (segment_unsplit_free(s) && pstate_normalize(a, s->first->st).point)
+	for (s = a->segments; s; s = s->next) {
+		struct rbln_block *b = s->span ? segment_last(s) : s->first;
+
+		if ((s->span || segment_unsplit_free(s)) && !b->allocated &&
+		    pstate_normalize(a, b->st).point)
 			n++;
+	}
 	return n;
 }
 
@@ -1746,6 +1834,111 @@ static int segment_new(struct rbln_allocator *a, enum pool_id pool, uint64_t siz
 	link_free(a, b);
 	*out = b;
 	return 0;
+}
+
+/*
+ * Grows @pool's expandable segment (reserving it first) by enough for a
+ * @rounded-byte block at its end: at least a plain segment's size, so that
+ * it maps no more often than plain segments would be created.  0 and the
+ * free block in *out, or the provider's -errno (-ENOSPC: the device, or
+ * the reservation, is full), or -ENOMEM (host).
+ */
+static int exp_grow(struct rbln_allocator *a, enum pool_id pool, uint64_t rounded,
+		    uint32_t queue, const struct call *c, struct rbln_block **out,
+		    struct delta *d)
+{
+	struct rbln_segment *s = a->exp[pool];
+	struct rbln_block *last = NULL, *b;
+	uint64_t have = 0, grow, step;
+	uint32_t handle = 0;
+	int ret;
+
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		ret = a->ops.reserve(a->ctx, &s->va, &s->span);
+		if (ret) {
+			free(s);
+			return ret < 0 ? ret : -EIO;
+		}
+		s->pool = pool;
+		s->queue = queue;
+		if (c)
+			s->site = site_get(c->site);
+		s->next = a->segments;
+		if (a->segments)
+			a->segments->prev = s;
+		a->segments = s;
+		a->exp[pool] = s;
+	} else {
+		last = segment_last(s);
+		/* A tail still pending on some queue is not this request's to take. */
+		if (!last->allocated && !pstate_normalize(a, last->st).point)
+			have = last->size;
+	}
+
+	step = pool == POOL_SMALL ? SMALL_BUFFER : LARGE_BUFFER;
+	grow = (rounded - have + ROUND_LARGE - 1) & ~(ROUND_LARGE - 1);
+	if (grow < step)
+		grow = step;
+	ret = -ENOSPC;
+	if (grow > s->span - s->size)
+		goto fail;
+	ret = -ENOMEM;
+	if (s->nchunks == s->chunks_cap) {
+		size_t cap = s->chunks_cap ? 2 * s->chunks_cap : 8;
+		struct rbln_chunk *n = realloc(s->chunks, cap * sizeof(*n));
+
+		if (!n)
+			goto fail;
+		s->chunks = n;
+		s->chunks_cap = cap;
+	}
+	b = have ? last : block_new(a);
+	if (!b)
+		goto fail;
+	if (heap_reserve(a) || (ret = a->ops.map(a->ctx, s->va + s->size, grow, &handle))) {
+		if (!have)
+			block_put(a, b);
+		if (ret > 0)
+			ret = -EIO;
+		goto fail;
+	}
+	s->chunks[s->nchunks++] = (struct rbln_chunk){ s->va + s->size, grow, handle };
+	a->num_device_alloc++;
+	reserved_add(a, (int64_t)grow);
+	d->d[S_CACHED] += (int64_t)grow;
+	hist_event(a, c, RBLN_MEMORY_SEGMENT_MAP, s->va + s->size, grow, s->queue, false);
+	if (have) {
+		unlink_free(a, b);
+		b->size += grow;
+	} else {
+		b->seg = s;
+		b->va = s->va + s->size;
+		b->size = grow;
+		b->prev = last;
+		if (last)
+			last->next = b;
+		else
+			s->first = b;
+		a->nblocks++;
+	}
+	s->size += grow;
+	link_free(a, b);
+	*out = b;
+	return 0;
+
+fail:
+	if (!s->size) {
+		a->exp[pool] = NULL;
+		a->ops.release(a->ctx, s->va);
+		segment_unlink(a, s);
+		rbln_alloc_site_put(s->site);
+		free(s->chunks);
+		free(s);
+	}
+	return ret;
 }
 
 /* ---- allocation ------------------------------------------------------- */
@@ -1903,7 +2096,10 @@ alloc_call(struct rbln_allocator *a, uint64_t size, uint32_t queue, struct rbln_
 		}
 		if (attempt == 1 || a->conf.release_before_grow)
 			release_cached(a, &d, c);
-		ret = segment_new(a, pool, segsize, queue, c, &b, &d);
+		if (a->expandable)
+			ret = exp_grow(a, pool, rounded, queue, c, &b, &d);
+		else
+			ret = segment_new(a, pool, segsize, queue, c, &b, &d);
 		if (!ret)
 			break;
 		if (ret != -ENOSPC) {
@@ -2043,7 +2239,36 @@ uint64_t rbln_block_size(const struct rbln_block *b)
 
 uint32_t rbln_block_handle(const struct rbln_block *b)
 {
-	return b->seg->handle;
+	return rbln_block_piece(b, 0, NULL, NULL);
+}
+
+uint32_t rbln_block_piece(const struct rbln_block *b, uint64_t offset, uint64_t *obj_offset,
+			  uint64_t *len)
+{
+	const struct rbln_segment *s = b->seg;
+	uint64_t va = b->va + offset, start = s->va, size = s->size;
+	uint32_t handle = s->handle;
+	size_t lo = 0, hi = s->nchunks;
+
+	/* The chunk holding @va: chunks are sorted and cover the segment. */
+	while (s->span && hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->chunks[mid].va <= va)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (s->span) {
+		start = s->chunks[lo].va;
+		size = s->chunks[lo].size;
+		handle = s->chunks[lo].handle;
+	}
+	if (obj_offset)
+		*obj_offset = va - start;
+	if (len)
+		*len = start + size - va < b->size - offset ? start + size - va : b->size - offset;
+	return handle;
 }
 
 /*
@@ -2087,6 +2312,7 @@ struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops 
 	pthread_mutexattr_t attr;
 	struct rbln_allocator *a;
 	struct alloc_conf c;
+	bool can_map;
 	int ret;
 
 	if (msg && msglen)
@@ -2097,6 +2323,13 @@ struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops 
 		return NULL;
 	}
 	if (conf_parse(conf, &c, msg, msglen)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	can_map = ops->reserve && ops->release && ops->map && ops->unmap;
+	if (c.expandable == 1 && !can_map) {
+		set_msg(msg, msglen, "expandable_segments needs a driver with VM_BIND "
+			"(RBLN_ABI_VERSION 3)");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -2127,6 +2360,7 @@ struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops 
 	a->ops = *ops;
 	a->ctx = ctx;
 	a->conf = c;
+	a->expandable = c.expandable != 0 && can_map;
 	a->prio_state = (uint64_t)(uintptr_t)a;
 	atomic_init(&a->shared, false);
 	atomic_init(&a->hist_on, false);
@@ -2176,7 +2410,17 @@ void rbln_allocator_destroy(struct rbln_allocator *a)
 		for (b = s->first; b; b = b->next)
 			block_drop_site(b);
 		rbln_alloc_site_put(s->site);
-		a->ops.free(a->ctx, s->handle);
+		if (s->span) {
+			while (s->nchunks) {
+				struct rbln_chunk *ch = &s->chunks[--s->nchunks];
+
+				a->ops.unmap(a->ctx, ch->va, ch->size, ch->handle);
+			}
+			a->ops.release(a->ctx, s->va);
+			free(s->chunks);
+		} else {
+			a->ops.free(a->ctx, s->handle);
+		}
 		free(s);
 	}
 	hist_clear_locked(&a->hist);	/* nobody else can hold it now */
@@ -2320,7 +2564,8 @@ int rbln_allocator_snapshot(struct rbln_allocator *a, struct rbln_alloc_snapshot
 
 		*o = (struct rbln_alloc_snap_segment){
 			.va = s->va, .size = s->size, .queue = s->queue,
-			.small = s->pool == POOL_SMALL, .site = site_get(s->site),
+			.small = s->pool == POOL_SMALL, .expandable = s->span != 0,
+			.site = site_get(s->site),
 			.first_block = out->nblocks,
 		};
 		for (b = s->first; b; b = b->next) {

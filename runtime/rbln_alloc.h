@@ -6,9 +6,10 @@
  * 512-byte rounding, a small pool (<= 1 MiB, 2 MiB segments) and a large
  * pool (20 MiB segments below 10 MiB, 2 MiB multiples above), best fit,
  * splitting, coalescing, queue-ordered reuse and an OOM ladder, plus
- * per-thread caches of small blocks once several threads share it.  Segments
- * come from a pluggable provider: BO_CREATE(DEVICE) in librbln, a mock in
- * the unit tests.  Not part of the public API.
+ * per-thread caches of small blocks once several threads share it, and
+ * PyTorch's expandable segments.  Segments come from a pluggable provider:
+ * BO_CREATE(DEVICE) and VM_BIND in librbln, a mock in the unit tests.  Not
+ * part of the public API.
  */
 #ifndef RBLN_ALLOC_H
 #define RBLN_ALLOC_H
@@ -29,6 +30,22 @@ struct rbln_segment_ops {
 	int (*synchronize)(void *ctx);
 	/* Has device work up to timeline point @point completed? Called from any thread, concurrently. */
 	bool (*point_done)(void *ctx, uint64_t point);
+
+	/*
+	 * Expandable segments (optional: without them, RBLN_ALLOC_CONF's
+	 * expandable_segments is refused and the default stays off).
+	 * reserve: address space to grow one pool's segment into; the
+	 * provider chooses its *size (a multiple of 2 MiB). map: new memory
+	 * of @size bytes (a multiple of 2 MiB) at @va inside a reservation,
+	 * usable by jobs once it returns; *handle is an object jobs may
+	 * list. 0, -ENOSPC when the device is full, other -errno. unmap:
+	 * what one map put there, once no job can reach it (the provider
+	 * waits for that).
+	 */
+	int (*reserve)(void *ctx, uint64_t *va, uint64_t *size);
+	void (*release)(void *ctx, uint64_t va);
+	int (*map)(void *ctx, uint64_t va, uint64_t size, uint32_t *handle);
+	void (*unmap)(void *ctx, uint64_t va, uint64_t size, uint32_t handle);
 };
 
 struct rbln_allocator;
@@ -60,7 +77,14 @@ void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_
 
 uint64_t rbln_block_va(const struct rbln_block *b);	/* device address of the block */
 uint64_t rbln_block_size(const struct rbln_block *b);	/* the rounded size */
-uint32_t rbln_block_handle(const struct rbln_block *b);	/* the segment's BO handle (for job BO lists) */
+uint32_t rbln_block_handle(const struct rbln_block *b);	/* a BO of its memory (for job BO lists) */
+/*
+ * The BO behind byte @offset of @b, *obj_offset that byte's offset in it
+ * and *len how many bytes of @b from @offset it holds: an expandable
+ * segment's block may span several.
+ */
+uint32_t rbln_block_piece(const struct rbln_block *b, uint64_t offset, uint64_t *obj_offset,
+			  uint64_t *len);
 
 /* Releases every cached segment that is entirely free (unsplit) — PyTorch's empty_cache. */
 void rbln_allocator_empty_cache(struct rbln_allocator *a);
@@ -128,6 +152,7 @@ struct rbln_alloc_snap_segment {
 	uint64_t requested;	/* bytes requested by the allocated blocks */
 	uint32_t queue;
 	bool small;		/* of the small pool */
+	bool expandable;	/* grows and shrinks by mapping memory */
 	struct rbln_alloc_site *site;
 	size_t first_block, nblocks;	/* its blocks in the snapshot's, by address */
 };

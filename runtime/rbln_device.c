@@ -316,6 +316,66 @@ static bool seg_point_done(void *ctx, uint64_t point)
 	return rbln_point_done(ctx, point);
 }
 
+/*
+ * Expandable segments, on VM_BIND. Each pool reserves address space for
+ * more than the whole device memory (as PyTorch reserves 1 1/8 of it), so
+ * a segment never stops growing before the device is full.
+ */
+static int seg_reserve(void *ctx, uint64_t *va, uint64_t *size)
+{
+	struct rbln_dev *d = ctx;
+
+	*size = (d->mem_size + d->mem_size / 8 + (2ull << 20) - 1) & ~((2ull << 20) - 1);
+	return rbln_drm_vm_reserve(d->drm, *size, 2ull << 20, va);
+}
+
+static void seg_release(void *ctx, uint64_t va)
+{
+	rbln_drm_vm_release(((struct rbln_dev *)ctx)->drm, va);
+}
+
+/* Binds complete on the driver's bind queue: wait, so that callers may use the range. */
+static int bind_wait(struct rbln_dev *d)
+{
+	int fd = rbln_drm_fd(d->drm), status = 0;
+
+	if (drmSyncobjWait(fd, &d->bind_sync, 1, INT64_MAX, 0, NULL))
+		return -errno;
+	return rbln_drm_fence_status(d->drm, d->bind_sync, 0, &status) ?: status < 0 ? status : 0;
+}
+
+/*
+ * An object of its own (with its own address too, so that another member
+ * can import it as a peer: rbln_block_piece()), bound at @va.
+ */
+static int seg_map(void *ctx, uint64_t va, uint64_t size, uint32_t *handle)
+{
+	struct rbln_dev *d = ctx;
+	struct drm_rbln_sync sig = { .handle = d->bind_sync };
+	int ret;
+
+	ret = rbln_drm_bo_create(d->drm, size, RBLN_BO_DEVICE, 0, handle, NULL);
+	if (ret)
+		return ret;
+	ret = rbln_drm_vm_map(d->drm, va, size, *handle, 0, 0, NULL, 0, &sig);
+	if (!ret)
+		ret = bind_wait(d);
+	if (ret)
+		rbln_drm_bo_close(d->drm, *handle);
+	return ret;
+}
+
+/* The unbind waits for the jobs before it; the memory goes with the handle. */
+static void seg_unmap(void *ctx, uint64_t va, uint64_t size, uint32_t handle)
+{
+	struct rbln_dev *d = ctx;
+	struct drm_rbln_sync sig = { .handle = d->bind_sync };
+
+	if (!rbln_drm_vm_unmap(d->drm, va, size, NULL, 0, &sig))
+		bind_wait(d);
+	rbln_drm_bo_close(d->drm, handle);
+}
+
 static const struct rbln_segment_ops segment_ops = {
 	.alloc = seg_alloc,
 	.free = seg_free,
@@ -323,11 +383,23 @@ static const struct rbln_segment_ops segment_ops = {
 	.point_done = seg_point_done,
 };
 
+static const struct rbln_segment_ops segment_ops_vm_bind = {
+	.alloc = seg_alloc,
+	.free = seg_free,
+	.synchronize = seg_synchronize,
+	.point_done = seg_point_done,
+	.reserve = seg_reserve,
+	.release = seg_release,
+	.map = seg_map,
+	.unmap = seg_unmap,
+};
+
 static struct rbln_dev *opening;
 
 static void dev_open(void)
 {
 	struct rbln_dev *d = opening;
+	uint64_t abi = 0;
 	int ret, i;
 
 	ret = rbln_drm_open(d->minor, &d->drm);
@@ -339,17 +411,24 @@ static void dev_open(void)
 		ret = rbln_drm_get_param(d->drm, RBLN_PARAM_MAX_CMD_SIZE, &max_cmd);
 		d->max_cmd = max_cmd > UINT32_MAX ? UINT32_MAX : max_cmd;
 	}
+	if (!ret)
+		ret = rbln_drm_get_param(d->drm, RBLN_PARAM_DEVICE_MEMORY_SIZE, &d->mem_size) ?:
+		      rbln_drm_get_param(d->drm, RBLN_PARAM_ABI_VERSION, &abi);
 	for (i = 0; i < RBLN_SYNC_SLOTS && !ret; i++)
 		if (drmSyncobjCreate(rbln_drm_fd(d->drm), 0, &d->slots[i]))
 			ret = -errno;
+	if (!ret && drmSyncobjCreate(rbln_drm_fd(d->drm), 0, &d->bind_sync))
+		ret = -errno;
 	if (ret) {
 		d->open_status = RBLN_ERROR_NO_DEVICE;
 		rbln_drm_close(d->drm);
 		d->drm = NULL;
 		return;
 	}
-	d->alloc = rbln_allocator_create_conf(&segment_ops, d, getenv("RBLN_ALLOC_CONF"),
-					      d->open_error, sizeof(d->open_error));
+	/* A driver older than VM_BIND gets plain segments. */
+	d->alloc = rbln_allocator_create_conf(abi >= 3 ? &segment_ops_vm_bind : &segment_ops, d,
+					      getenv("RBLN_ALLOC_CONF"), d->open_error,
+					      sizeof(d->open_error));
 	if (!d->alloc)
 		d->open_status = errno == EINVAL ? RBLN_ERROR_INVALID : RBLN_ERROR_OUT_OF_MEMORY;
 	else

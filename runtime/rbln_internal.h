@@ -78,6 +78,8 @@ struct rbln_dev {
 	struct rbln_drm_device *drm;
 	uint32_t queue;
 	uint32_t slots[RBLN_SYNC_SLOTS];	/* binary syncobjs: job n signals n % SLOTS */
+	uint64_t mem_size;		/* RBLN_PARAM_DEVICE_MEMORY_SIZE */
+	uint32_t bind_sync;		/* binary syncobj of the allocator's binds, under its lock */
 	struct rbln_allocator *alloc;
 
 	pthread_mutex_t lock;

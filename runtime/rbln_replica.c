@@ -5,9 +5,10 @@
  * An op whose members each need all of an operand (a matmul's 2-D
  * right-hand side, a vector reduced to a scalar) runs on replicas. A
  * tensor is copied device to device: a member's own shard by a local
- * DMA_COPY, another member's through a peer object, the shard's segment
- * exported by its member and imported by this one, as the driver's
- * PRIME path allows between rbln devices: nothing goes through the host.
+ * DMA_COPY, another member's through peer objects, the objects of the
+ * shard's memory exported by its member and imported by this one, as the
+ * driver's PRIME path allows between rbln devices: nothing goes through
+ * the host.
  */
 
 #include <errno.h>
@@ -28,73 +29,101 @@ void rbln_replicas_free(struct rbln_shard *r, int n)
 }
 
 /*
- * Copies shard @src of a tensor into @dst's block at @offset, on @dst's
- * member, for op @op. Another member's shard is read through a peer object
- * once the last job writing it there is done.
+ * Copies @bytes of shard @src from byte @from, all in one object of its
+ * member (exported there, imported here as a peer), to @dst_va on @dst's
+ * member; the job's point in *@point.
  */
-static rbln_status copy_shard(struct rbln_shard *dst, size_t offset, struct rbln_shard *src,
-			      const char *op)
+static rbln_status copy_peer_piece(struct rbln_shard *dst, uint64_t dst_va, struct rbln_shard *src,
+				   uint64_t from, uint64_t bytes, const char *op, uint64_t *point)
 {
 	struct rbln_dev *dd = dst->dev, *sd = src->dev;
-	uint32_t bos[2] = { rbln_block_handle(dst->block), rbln_block_handle(src->block) };
-	uint64_t src_va = rbln_block_va(src->block), cmd_va, point = 0;
+	uint64_t obj_offset, cmd_va;
 	struct rbln_drm_bo_info info;
 	struct rbln_drm_cmd c;
-	uint32_t peer = 0;
+	uint32_t bos[2], peer = 0;
 	rbln_status st;
 	int ret, fd = -1;
 	void *cmd;
 
-	if (sd != dd) {
-		st = rbln_wait_point(sd, __atomic_load_n(&src->last_point, __ATOMIC_ACQUIRE));
-		if (st)
-			return st;
-		ret = rbln_drm_bo_info(sd->drm, bos[1], &info);
-		if (!ret)
-			ret = rbln_drm_bo_export(sd->drm, bos[1], &fd);
-		if (ret)
-			return rbln_fail(rbln_errno_status(ret),
-					 "%s: cannot export a shard to another member: %s", op,
-					 strerror(-ret));
-		src_va -= info.va;
-	}
+	bos[0] = rbln_block_handle(dst->block);
+	ret = rbln_drm_bo_export(sd->drm, rbln_block_piece(src->block, from, &obj_offset, NULL),
+				 &fd);
+	if (ret)
+		return rbln_fail(rbln_errno_status(ret),
+				 "%s: cannot export a shard to another member: %s", op,
+				 strerror(-ret));
 
 	pthread_mutex_lock(&dd->lock);
 	/*
 	 * An import of a dma-buf the file holds already returns the same
 	 * handle: under the device lock, no other copy closes it under us.
 	 */
-	if (fd >= 0) {
-		ret = rbln_drm_bo_import(dd->drm, fd, &peer);
-		if (!ret)
-			ret = rbln_drm_bo_info(dd->drm, peer, &info);
-		close(fd);
-		if (ret) {
-			if (peer)
-				rbln_drm_bo_close(dd->drm, peer);
-			pthread_mutex_unlock(&dd->lock);
-			return rbln_fail(rbln_errno_status(ret),
-					 "%s: cannot import another member's shard: %s", op,
-					 strerror(-ret));
-		}
-		bos[1] = peer;
-		src_va += info.va;
+	ret = rbln_drm_bo_import(dd->drm, fd, &peer);
+	if (!ret)
+		ret = rbln_drm_bo_info(dd->drm, peer, &info);
+	close(fd);
+	if (ret) {
+		if (peer)
+			rbln_drm_bo_close(dd->drm, peer);
+		pthread_mutex_unlock(&dd->lock);
+		return rbln_fail(rbln_errno_status(ret),
+				 "%s: cannot import another member's shard: %s", op, strerror(-ret));
 	}
+	bos[1] = peer;
 	st = rbln_ring_reserve_locked(dd, sizeof(struct rbln_pkt_dma_copy), &cmd, &cmd_va);
 	if (!st) {
 		rbln_drm_cmd_init(&c, cmd, sizeof(struct rbln_pkt_dma_copy));
-		rbln_drm_cmd_dma_copy(&c, rbln_block_va(dst->block) + offset, src_va, src->nbytes);
-		st = rbln_ring_submit_locked(dd, cmd_va, c.len, bos, 2, &point);
+		rbln_drm_cmd_dma_copy(&c, dst_va, info.va + obj_offset, bytes);
+		st = rbln_ring_submit_locked(dd, cmd_va, c.len, bos, 2, point);
 	}
 	/* The job holds the peer object until it retires. */
-	if (peer)
-		rbln_drm_bo_close(dd->drm, peer);
+	rbln_drm_bo_close(dd->drm, peer);
+	pthread_mutex_unlock(&dd->lock);
+	return st;
+}
+
+/*
+ * Copies shard @src of a tensor into @dst's block at @offset, on @dst's
+ * member, for op @op. Another member's shard is read through peer objects
+ * once the last job writing it there is done, one per object its block
+ * spans (an expandable segment's block may span several).
+ */
+static rbln_status copy_shard(struct rbln_shard *dst, size_t offset, struct rbln_shard *src,
+			      const char *op)
+{
+	struct rbln_dev *dd = dst->dev, *sd = src->dev;
+	uint32_t bos[2] = { rbln_block_handle(dst->block), rbln_block_handle(src->block) };
+	uint64_t dst_va = rbln_block_va(dst->block) + offset, cmd_va, point = 0, from, len;
+	struct rbln_drm_cmd c;
+	rbln_status st;
+	void *cmd;
+
+	if (sd != dd) {
+		st = rbln_wait_point(sd, __atomic_load_n(&src->last_point, __ATOMIC_ACQUIRE));
+		for (from = 0; !st && from < src->nbytes; from += len) {
+			rbln_block_piece(src->block, from, NULL, &len);
+			if (len > src->nbytes - from)
+				len = src->nbytes - from;
+			st = copy_peer_piece(dst, dst_va + from, src, from, len, op, &point);
+		}
+		if (st)
+			return st;
+		rbln_shard_used(dst, point);
+		return RBLN_OK;
+	}
+
+	pthread_mutex_lock(&dd->lock);
+	st = rbln_ring_reserve_locked(dd, sizeof(struct rbln_pkt_dma_copy), &cmd, &cmd_va);
+	if (!st) {
+		rbln_drm_cmd_init(&c, cmd, sizeof(struct rbln_pkt_dma_copy));
+		rbln_drm_cmd_dma_copy(&c, dst_va, rbln_block_va(src->block), src->nbytes);
+		st = rbln_ring_submit_locked(dd, cmd_va, c.len, bos, 2, &point);
+	}
 	pthread_mutex_unlock(&dd->lock);
 	if (st)
 		return st;
 	rbln_shard_used(dst, point);
-	if (sd == dd)
-		rbln_shard_used(src, point);
+	rbln_shard_used(src, point);
 	return RBLN_OK;
 }
 

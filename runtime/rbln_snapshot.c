@@ -169,7 +169,8 @@ static bool add_member(struct snapshot *s, int member, int physical,
 			.device = member, .physical_device = physical, .address = g->va,
 			.total_size = g->size, .allocated_size = g->allocated,
 			.active_size = g->active, .requested_size = g->requested,
-			.queue = g->queue, .small = g->small, .nblocks = g->nblocks,
+			.queue = g->queue, .small = g->small, .expandable = g->expandable,
+			.nblocks = g->nblocks,
 			.blocks = blocks + g->first_block,
 		};
 		if (!site_frames(s, &m, g->site, &o->nframes, &o->frames))
@@ -317,6 +318,10 @@ static const char *action_name(enum rbln_memory_action action)
 		return "segment_free";
 	case RBLN_MEMORY_OOM:
 		return "oom";
+	case RBLN_MEMORY_SEGMENT_MAP:
+		return "segment_map";
+	case RBLN_MEMORY_SEGMENT_UNMAP:
+		return "segment_unmap";
 	}
 	return "unknown";
 }
@@ -392,6 +397,7 @@ static bool jsegments(struct json_object *root, const struct rbln_memory_snapsho
 		    !rbln_json_add(o, "requested_size", jint(g->requested_size)) ||
 		    !rbln_json_add(o, "queue", jint(g->queue)) ||
 		    !rbln_json_add(o, "pool", json_object_new_string(g->small ? "small" : "large")) ||
+		    !rbln_json_add(o, "is_expandable", json_object_new_boolean(g->expandable)) ||
 		    !jblocks(o, g) || !jframes(o, g->frames, g->nframes))
 			return false;
 	}

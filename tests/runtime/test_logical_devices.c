@@ -363,7 +363,8 @@ TEST(snapshot_covers_the_members)
 
 		EXPECT_EQ(2 + (int)i, tr->physical_device);
 		ASSERT_EQ(2, tr->nevents);
-		EXPECT_EQ(RBLN_MEMORY_SEGMENT_ALLOC, tr->events[0].action);
+		/* The defaults: each member's small pool maps its expandable segment. */
+		EXPECT_EQ(RBLN_MEMORY_SEGMENT_MAP, tr->events[0].action);
 		EXPECT_EQ(RBLN_MEMORY_ALLOC, tr->events[1].action);
 		EXPECT_EQ(512 * 1024, tr->events[1].size);
 	}

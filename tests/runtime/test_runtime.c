@@ -214,7 +214,9 @@ TEST(alloc_conf)
 {
 	EXPECT_EQ(0, alloc_conf_outcome(""));
 	EXPECT_EQ(0, alloc_conf_outcome("exact_large_segments:True,release_before_grow:True"));
-	EXPECT_EQ(1, alloc_conf_outcome("expandable_segments:True"));
+	EXPECT_EQ(0, alloc_conf_outcome("expandable_segments:True"));
+	EXPECT_EQ(0, alloc_conf_outcome("expandable_segments:False"));
+	EXPECT_EQ(1, alloc_conf_outcome("expandable_segments:maybe"));
 	EXPECT_EQ(1, alloc_conf_outcome("no_such_option:1"));
 }
 
@@ -797,12 +799,13 @@ TEST(memory_snapshot_and_history)
 
 	ASSERT_EQ(1, snap->ntraces);
 	EXPECT_EQ(0, snap->device_traces[0].physical_device);
-	EXPECT_EQ(1, count_action(&snap->device_traces[0], RBLN_MEMORY_SEGMENT_ALLOC));
+	/* The defaults: the small pool's expandable segment maps its first piece. */
+	EXPECT_EQ(1, count_action(&snap->device_traces[0], RBLN_MEMORY_SEGMENT_MAP));
 	EXPECT_EQ(2, count_action(&snap->device_traces[0], RBLN_MEMORY_ALLOC));
 	EXPECT_EQ(1, count_action(&snap->device_traces[0], RBLN_MEMORY_FREE_REQUESTED));
 	EXPECT_EQ(1, count_action(&snap->device_traces[0], RBLN_MEMORY_FREE_COMPLETED));
 	ASSERT_LE(1, snap->device_traces[0].nevents);
-	EXPECT_EQ(RBLN_MEMORY_SEGMENT_ALLOC, snap->device_traces[0].events[0].action);
+	EXPECT_EQ(RBLN_MEMORY_SEGMENT_MAP, snap->device_traces[0].events[0].action);
 	ASSERT_LE(1, snap->device_traces[0].events[0].nframes);
 	EXPECT_STREQ("snapshot_site_marker", snap->device_traces[0].events[0].frames[0].name);
 
@@ -950,6 +953,97 @@ TEST(memory_history_threads)
 	EXPECT_EQ(200, count_action(&snap->device_traces[0], RBLN_MEMORY_FREE_REQUESTED));
 	EXPECT_EQ(200, count_action(&snap->device_traces[0], RBLN_MEMORY_FREE_COMPLETED));
 	rbln_memory_snapshot_free(snap);
+}
+
+/* Whether a block of member @phys's expandable segments of @size bytes crosses a 20 MiB map. */
+static bool block_spans_maps(const struct rbln_memory_snapshot *snap, int phys, uint64_t size)
+{
+	size_t i, j;
+
+	for (i = 0; i < snap->nsegments; i++) {
+		const struct rbln_memory_segment *g = &snap->segments[i];
+
+		if (g->physical_device != phys || !g->expandable || g->small)
+			continue;
+		for (j = 0; j < g->nblocks; j++) {
+			uint64_t at = g->blocks[j].address - g->address;
+
+			if (g->blocks[j].size == size && at < 20 * MIB && at + size > 20 * MIB)
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The defaults grow each pool's segment in place (VM_BIND). A block that
+ * spans two maps holds its data exactly, another member copies it device
+ * to device one mapped object at a time, and empty_cache gives every map
+ * back to the driver.
+ */
+TEST(expandable_segments_span_maps)
+{
+	const int64_t n = 2600 * 1024;	/* a row of b: 10.4 MiB of f32, past the first map */
+	int64_t sf[2] = { 2, 3 * MIB }, sa[2] = { 2, 2 }, sb[2] = { 2, n };
+	struct rbln_memory_snapshot *snap;
+	rbln_tensor *filler, *a, *b, *c;
+	struct rbln_memory_stats st;
+	float *vals, *out;
+	int64_t j;
+
+	setenv("RBLN_DEVICE_MAP", "[0,1]", 1);
+	vals = malloc(2 * n * sizeof(float));
+	out = malloc(2 * n * sizeof(float));
+	ASSERT_NE(NULL, vals);
+	ASSERT_NE(NULL, out);
+	for (j = 0; j < n; j++) {
+		vals[j] = (float)(j % 7);
+		vals[n + j] = (float)(2 * (j % 5));
+	}
+	/* 12 MiB per member first, so that b's rows start 12 MiB into the segment. */
+	filler = rbln_tensor_full(sf, 2, RBLN_F32, 3, 0);
+	ASSERT_NE(NULL, filler) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(filler));
+	b = rbln_tensor_from_data(vals, sb, 2, RBLN_F32, 0);
+	ASSERT_NE(NULL, b) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(b));
+	ASSERT_EQ(RBLN_OK, rbln_memory_snapshot(0, &snap));
+	EXPECT_TRUE(block_spans_maps(snap, 0, n * sizeof(float)));
+	EXPECT_TRUE(block_spans_maps(snap, 1, n * sizeof(float)));
+	rbln_memory_snapshot_free(snap);
+
+	/* Read back whole: both rows, each across a map's end. */
+	memset(vals, 0, 2 * n * sizeof(float));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(b, vals, 2 * n * sizeof(float)));
+	for (j = 0; j < n; j++) {
+		ASSERT_EQ((float)(j % 7), vals[j]) TH_LOG("row 0, element %lld", (long long)j);
+		ASSERT_EQ((float)(2 * (j % 5)), vals[n + j]) TH_LOG("row 1, element %lld",
+								    (long long)j);
+	}
+	/* Each member computes a row of c from all of b: the other's row comes piece by piece. */
+	a = rbln_tensor_full(sa, 2, RBLN_F32, 1, 0);
+	ASSERT_NE(NULL, a);
+	c = rbln_matmul(a, b);
+	ASSERT_NE(NULL, c) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, out, 2 * n * sizeof(float)));
+	for (j = 0; j < 2 * n; j++)
+		ASSERT_EQ((float)(j % n % 7 + 2 * (j % n % 5)), out[j]) TH_LOG("element %lld",
+									       (long long)j);
+
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &st));
+	EXPECT_EQ(0, st.reserved.current % (2 * MIB));
+	rbln_tensor_free(filler);
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	rbln_tensor_free(c);
+	ASSERT_EQ(RBLN_OK, rbln_synchronize(0));
+	ASSERT_EQ(RBLN_OK, rbln_empty_cache(0));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &st));
+	EXPECT_EQ(0, st.reserved.current);
+	EXPECT_EQ(st.num_device_alloc, st.num_device_free);
+	EXPECT_LT(0, st.num_device_alloc);
+	free(vals);
+	free(out);
 }
 
 TEST_HARNESS_MAIN

@@ -1240,7 +1240,8 @@ TEST(conf_parse)
 		{ "max_split_size_mb:99999999999999999999", "bad value" },
 		{ "thread_cache:4097", "bad value '4097' for thread_cache" },
 		{ "thread_cache:8,,", "is not key:value" },
-		{ "expandable_segments:True", "expandable_segments is not supported" },
+		{ "expandable_segments:maybe", "bad value 'maybe' for expandable_segments" },
+		{ "expandable_segments:True", "expandable_segments needs a driver with VM_BIND" },
 	};
 	struct rbln_allocator *a;
 	struct mock m;
@@ -2909,6 +2910,385 @@ TEST(history_threads_lose_no_events)
 	rbln_alloc_snapshot_release(&snap);
 	rbln_allocator_destroy(a);
 	mock_fini(&m);
+}
+
+/* ---- expandable segments ------------------------------------------------ */
+
+/*
+ * The mock, able to reserve and map: map() takes memory from the same
+ * capacity as alloc(), and checks that every range it maps lies inside a
+ * reservation and is not mapped already.
+ */
+struct vm_mock {
+	struct mock m;
+	uint64_t span;			/* what reserve() gives */
+	uint64_t res_va[4];		/* live reservations (0: none) */
+	int reserves, releases, maps, unmaps, bad_maps;
+	uint64_t mapped[64][2];		/* live maps: va, size */
+	uint32_t mapped_handle[64];
+};
+
+static int vm_reserve(void *ctx, uint64_t *va, uint64_t *size)
+{
+	struct vm_mock *v = ctx;
+	int i;
+
+	for (i = 0; i < 4 && v->res_va[i]; i++)
+		;
+	if (i == 4)
+		return -ENOSPC;
+	v->reserves++;
+	*size = v->span;
+	*va = v->res_va[i] = (1ull << 46) + (uint64_t)v->reserves * (1ull << 40);
+	return 0;
+}
+
+static void vm_release(void *ctx, uint64_t va)
+{
+	struct vm_mock *v = ctx;
+	int i;
+
+	v->releases++;
+	for (i = 0; i < 4; i++)
+		if (v->res_va[i] == va)
+			v->res_va[i] = 0;
+}
+
+static int vm_map(void *ctx, uint64_t va, uint64_t size, uint32_t *handle)
+{
+	struct vm_mock *v = ctx;
+	uint64_t ignored;
+	int i, ret, slot = -1, inside = 0;
+
+	for (i = 0; i < 4; i++)
+		if (v->res_va[i] && va >= v->res_va[i] && va + size <= v->res_va[i] + v->span)
+			inside = 1;
+	for (i = 0; i < 64; i++) {
+		if (!v->mapped[i][1]) {
+			if (slot < 0)
+				slot = i;
+		} else if (va < v->mapped[i][0] + v->mapped[i][1] && v->mapped[i][0] < va + size) {
+			inside = 0;
+		}
+	}
+	if (!inside || slot < 0 || size % (2 * MiB)) {
+		v->bad_maps++;
+		return -EINVAL;
+	}
+	ret = mock_alloc(&v->m, size, handle, &ignored);
+	if (ret)
+		return ret;
+	v->maps++;
+	v->mapped[slot][0] = va;
+	v->mapped[slot][1] = size;
+	v->mapped_handle[slot] = *handle;
+	return 0;
+}
+
+static void vm_unmap(void *ctx, uint64_t va, uint64_t size, uint32_t handle)
+{
+	struct vm_mock *v = ctx;
+	int i;
+
+	for (i = 0; i < 64; i++)
+		if (v->mapped[i][0] == va && v->mapped[i][1] == size &&
+		    v->mapped_handle[i] == handle)
+			break;
+	if (i == 64) {
+		v->bad_maps++;
+		return;
+	}
+	v->mapped[i][1] = 0;
+	v->unmaps++;
+	mock_free(&v->m, handle);
+}
+
+static const struct rbln_segment_ops vm_ops = {
+	.alloc = mock_alloc,
+	.free = mock_free,
+	.synchronize = mock_synchronize,
+	.point_done = mock_point_done,
+	.reserve = vm_reserve,
+	.release = vm_release,
+	.map = vm_map,
+	.unmap = vm_unmap,
+};
+
+static struct rbln_allocator *vm_create(struct __test_metadata *_metadata, struct vm_mock *v,
+					uint64_t capacity, const char *conf)
+{
+	struct rbln_allocator *a;
+	char msg[256];
+
+	memset(v, 0, sizeof(*v));
+	mock_init(&v->m, capacity);
+	v->span = 1ull << 30;
+	/* struct mock is the first member: the provider's ctx is the vm_mock */
+	a = rbln_allocator_create_conf(&vm_ops, v, conf, msg, sizeof(msg));
+	EXPECT_NE(NULL, a) TH_LOG("%s", msg);
+	return a;
+}
+
+static void vm_destroy(struct __test_metadata *_metadata, struct vm_mock *v,
+		       struct rbln_allocator *a)
+{
+	rbln_allocator_destroy(a);
+	EXPECT_EQ(0, v->m.live);
+	EXPECT_EQ(0, v->m.bad_frees);
+	EXPECT_EQ(0, v->bad_maps);
+	EXPECT_EQ(v->reserves, v->releases);
+	EXPECT_EQ(v->maps, v->unmaps);
+	mock_fini(&v->m);
+}
+
+/* On by default when the provider maps; blocks then span what each map added. */
+TEST(expandable_grows_in_place)
+{
+	struct rbln_block *b1, *b2, *b3;
+	struct rbln_allocator_stats s;
+	struct rbln_allocator *a;
+	uint64_t off, len, va;
+	struct vm_mock v;
+	uint32_t h1, h2;
+
+	a = vm_create(_metadata, &v, 1ull << 30, NULL);
+	ASSERT_NE(NULL, a);
+	b1 = alloc_ok(_metadata, a, 8 * MiB, 0);
+	b2 = alloc_ok(_metadata, a, 8 * MiB, 0);
+	ASSERT_NE(NULL, b2);
+	/* One map of a plain large segment's size, no plain segment at all. */
+	EXPECT_EQ(0, v.m.alloc_calls - v.maps);
+	EXPECT_EQ(1, v.maps);
+	EXPECT_EQ(20 * MiB, v.m.last_alloc_size);
+	va = rbln_block_va(b1);
+	EXPECT_EQ(va + 8 * MiB, rbln_block_va(b2));
+
+	/* 4 MiB are left: the next 8 MiB block takes them and 4 MiB of a new map. */
+	b3 = alloc_ok(_metadata, a, 8 * MiB, 0);
+	ASSERT_NE(NULL, b3);
+	EXPECT_EQ(2, v.maps);
+	EXPECT_EQ(va + 16 * MiB, rbln_block_va(b3));
+	h1 = rbln_block_piece(b3, 0, &off, &len);
+	EXPECT_EQ(16 * MiB, off);
+	EXPECT_EQ(4 * MiB, len);
+	h2 = rbln_block_piece(b3, 5 * MiB, &off, &len);
+	EXPECT_NE(h1, h2);
+	EXPECT_EQ(1 * MiB, off);
+	EXPECT_EQ(3 * MiB, len);
+	EXPECT_EQ(h1, rbln_block_handle(b3));
+
+	s = get_stats(_metadata, a);
+	EXPECT_CUR_PEAK(s.reserved, 40 * MiB, 40 * MiB);
+	EXPECT_CUR_PEAK(s.active, 24 * MiB, 24 * MiB);
+	EXPECT_EQ(2, s.num_device_alloc);
+
+	/* Freed, the three coalesce across the maps into one block... */
+	rbln_allocator_free(a, b1, 0, 0);
+	rbln_allocator_free(a, b2, 0, 0);
+	rbln_allocator_free(a, b3, 0, 0);
+	/* ...which a 36 MiB request takes without growing. */
+	b1 = alloc_ok(_metadata, a, 36 * MiB, 0);
+	EXPECT_EQ(va, rbln_block_va(b1));
+	EXPECT_EQ(2, v.maps);
+	rbln_allocator_free(a, b1, 0, 0);
+	vm_destroy(_metadata, &v, a);
+}
+
+/* empty_cache unmaps what a free tail covers whole, and the segment with its last map. */
+TEST(expandable_shrinks_at_its_end)
+{
+	struct rbln_block *b1, *b2, *b3;
+	struct rbln_allocator_stats s;
+	struct rbln_allocator *a;
+	struct vm_mock v;
+
+	a = vm_create(_metadata, &v, 1ull << 30, "expandable_segments:True");
+	ASSERT_NE(NULL, a);
+	b1 = alloc_ok(_metadata, a, 8 * MiB, 0);
+	b2 = alloc_ok(_metadata, a, 8 * MiB, 0);
+	b3 = alloc_ok(_metadata, a, 8 * MiB, 0);
+	ASSERT_NE(NULL, b3);
+	rbln_allocator_free(a, b3, 0, 0);
+	rbln_allocator_empty_cache(a);
+	/* The second map lay wholly in the free tail [16, 40) MiB; the first did not. */
+	EXPECT_EQ(1, v.unmaps);
+	s = get_stats(_metadata, a);
+	EXPECT_CUR_PEAK(s.reserved, 20 * MiB, 40 * MiB);
+	EXPECT_EQ(1, s.num_device_free);
+	/* Below an allocated block, free memory stays mapped. */
+	rbln_allocator_free(a, b1, 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(1, v.unmaps);
+	rbln_allocator_free(a, b2, 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(2, v.unmaps);
+	EXPECT_EQ(1, v.releases);
+	s = get_stats(_metadata, a);
+	EXPECT_EQ(0, s.reserved.current);
+	EXPECT_EQ(0, s.cached.current);
+	/* Growing again reserves again. */
+	b1 = alloc_ok(_metadata, a, 512, 0);
+	EXPECT_EQ(2, v.reserves);
+	EXPECT_EQ(2 * MiB, v.m.last_alloc_size);
+	rbln_allocator_free(a, b1, 0, 0);
+	vm_destroy(_metadata, &v, a);
+}
+
+/* The small pool's segment grows 2 MiB at a time; its free blocks pass 2 MiB. */
+TEST(expandable_small_pool)
+{
+	struct rbln_block *b[5];
+	struct rbln_allocator *a;
+	struct vm_mock v;
+	uint64_t va;
+	int i;
+
+	a = vm_create(_metadata, &v, 1ull << 30, NULL);
+	ASSERT_NE(NULL, a);
+	for (i = 0; i < 3; i++)
+		b[i] = alloc_ok(_metadata, a, 1 * MiB, 0);
+	ASSERT_NE(NULL, b[2]);
+	va = rbln_block_va(b[0]);
+	EXPECT_EQ(va + 2 * MiB, rbln_block_va(b[2]));
+	EXPECT_EQ(2, v.maps);
+	EXPECT_EQ(2 * MiB, v.m.last_alloc_size);
+	/* [1, 3) MiB free across the two maps: two 1 MiB blocks fit without growing. */
+	rbln_allocator_free(a, b[1], 0, 0);
+	rbln_allocator_free(a, b[2], 0, 0);
+	b[3] = alloc_ok(_metadata, a, 1 * MiB, 0);
+	b[4] = alloc_ok(_metadata, a, 1 * MiB, 0);
+	EXPECT_EQ(va + 1 * MiB, rbln_block_va(b[3]));
+	EXPECT_EQ(va + 2 * MiB, rbln_block_va(b[4]));
+	EXPECT_EQ(2, v.maps);
+	rbln_allocator_free(a, b[0], 0, 0);
+	rbln_allocator_free(a, b[3], 0, 0);
+	rbln_allocator_free(a, b[4], 0, 0);
+	vm_destroy(_metadata, &v, a);
+}
+
+/* A tail still pending on another queue is not taken: the segment grows past it. */
+TEST(expandable_pending_tail_keeps_the_queue_rule)
+{
+	struct rbln_block *b1, *b2, *b3;
+	struct rbln_allocator *a;
+	struct vm_mock v;
+	uint64_t va;
+
+	a = vm_create(_metadata, &v, 1ull << 30, NULL);
+	ASSERT_NE(NULL, a);
+	b1 = alloc_ok(_metadata, a, 8 * MiB, 1);
+	ASSERT_NE(NULL, b1);
+	va = rbln_block_va(b1);
+	mock_submit(&v.m, 5);
+	rbln_allocator_free(a, b1, 5, 1);
+	/* [0, 20) MiB is one free block pending on queue 1 until point 5. */
+	b2 = alloc_ok(_metadata, a, 16 * MiB, 2);
+	ASSERT_NE(NULL, b2);
+	EXPECT_EQ(2, v.maps);
+	EXPECT_EQ(va + 20 * MiB, rbln_block_va(b2));
+	/* Queue 1 reuses its own pending memory. */
+	b3 = alloc_ok(_metadata, a, 8 * MiB, 1);
+	EXPECT_EQ(va, rbln_block_va(b3));
+	EXPECT_EQ(2, v.maps);
+	rbln_allocator_free(a, b3, 0, 1);
+	mock_complete(&v.m, 5);
+	rbln_allocator_free(a, b2, 0, 2);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(0, get_stats(_metadata, a).reserved.current);
+	vm_destroy(_metadata, &v, a);
+}
+
+/* Out of device memory, the OOM ladder unmaps the other pool's free tail and retries. */
+TEST(expandable_oom_ladder_unmaps)
+{
+	struct rbln_allocator_stats s;
+	struct rbln_block *small, *big;
+	struct rbln_allocator *a;
+	struct vm_mock v;
+	char msg[256];
+
+	a = vm_create(_metadata, &v, 21 * MiB, NULL);
+	ASSERT_NE(NULL, a);
+	small = alloc_ok(_metadata, a, 512, 0);
+	rbln_allocator_free(a, small, 0, 0);
+	big = alloc_ok(_metadata, a, 19 * MiB, 0);
+	ASSERT_NE(NULL, big);
+	s = get_stats(_metadata, a);
+	EXPECT_EQ(1, s.num_alloc_retries);
+	EXPECT_EQ(0, s.num_ooms);
+	EXPECT_EQ(1, v.unmaps);
+	EXPECT_CUR_PEAK(s.reserved, 20 * MiB, 20 * MiB);
+	/* Nothing left to unmap: a clear failure. */
+	EXPECT_EQ(-ENOMEM, rbln_allocator_alloc(a, 4 * MiB, 0, &small, msg, sizeof(msg)));
+	EXPECT_NE(NULL, strstr(msg, "out of device memory"));
+	s = get_stats(_metadata, a);
+	EXPECT_EQ(1, s.num_ooms);
+	rbln_allocator_free(a, big, 0, 0);
+	vm_destroy(_metadata, &v, a);
+}
+
+/* Plain segments still, when asked; and a provider error passes through. */
+TEST(expandable_off_and_provider_errors)
+{
+	struct rbln_allocator *a;
+	struct rbln_block *b;
+	struct vm_mock v;
+	char msg[256];
+
+	a = vm_create(_metadata, &v, 1ull << 30, "expandable_segments:False");
+	ASSERT_NE(NULL, a);
+	b = alloc_ok(_metadata, a, 512, 0);
+	EXPECT_EQ(0, v.maps);
+	EXPECT_EQ(1, v.m.alloc_ok);
+	rbln_allocator_free(a, b, 0, 0);
+	vm_destroy(_metadata, &v, a);
+
+	a = vm_create(_metadata, &v, 1ull << 30, NULL);
+	ASSERT_NE(NULL, a);
+	v.m.fail_errno = -EIO;
+	EXPECT_EQ(-EIO, rbln_allocator_alloc(a, 512, 0, &b, msg, sizeof(msg)));
+	/* The reservation made for it is given back. */
+	EXPECT_EQ(1, v.reserves);
+	EXPECT_EQ(1, v.releases);
+	v.m.fail_errno = 0;
+	/* A reservation too small for the request: out of memory, not a wrong block. */
+	v.span = 4 * MiB;
+	EXPECT_EQ(-ENOMEM, rbln_allocator_alloc(a, 8 * MiB, 0, &b, msg, sizeof(msg)));
+	EXPECT_EQ(0, get_stats(_metadata, a).reserved.current);
+	vm_destroy(_metadata, &v, a);
+}
+
+/* Snapshots show the segment as mapped, and history its maps and unmaps. */
+TEST(expandable_snapshot_and_history)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_allocator *a;
+	struct rbln_block *b1, *b2;
+	int maps = 0, unmaps = 0;
+	struct vm_mock v;
+	size_t i;
+
+	a = vm_create(_metadata, &v, 1ull << 30, NULL);
+	ASSERT_NE(NULL, a);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, false, 100));
+	b1 = alloc_ok(_metadata, a, 12 * MiB, 0);
+	b2 = alloc_ok(_metadata, a, 12 * MiB, 0);
+	rbln_allocator_free(a, b2, 0, 0);
+	rbln_allocator_empty_cache(a);
+	ASSERT_EQ(0, rbln_allocator_snapshot(a, &snap));
+	ASSERT_EQ(1, snap.nsegments);
+	EXPECT_TRUE(snap.segments[0].expandable);
+	EXPECT_EQ(20 * MiB, snap.segments[0].size);
+	EXPECT_EQ(2, snap.segments[0].nblocks);
+	for (i = 0; i < snap.nevents; i++) {
+		maps += snap.events[i].action == RBLN_MEMORY_SEGMENT_MAP;
+		unmaps += snap.events[i].action == RBLN_MEMORY_SEGMENT_UNMAP;
+	}
+	EXPECT_EQ(2, maps);
+	EXPECT_EQ(1, unmaps);
+	rbln_alloc_snapshot_release(&snap);
+	rbln_allocator_free(a, b1, 0, 0);
+	vm_destroy(_metadata, &v, a);
 }
 
 TEST_HARNESS_MAIN

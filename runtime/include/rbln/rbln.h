@@ -206,6 +206,8 @@ enum rbln_memory_action {
 	RBLN_MEMORY_SEGMENT_ALLOC	= 3,	/* a segment reserved from the driver */
 	RBLN_MEMORY_SEGMENT_FREE	= 4,	/* a segment given back */
 	RBLN_MEMORY_OOM			= 5,	/* an allocation failed for want of device memory */
+	RBLN_MEMORY_SEGMENT_MAP		= 6,	/* an expandable segment grew */
+	RBLN_MEMORY_SEGMENT_UNMAP	= 7,	/* an expandable segment shrank */
 };
 
 /* A return address, resolved with dladdr(3). */
@@ -234,6 +236,7 @@ struct rbln_memory_segment {
 	uint64_t requested_size;	/* requested by the allocated blocks */
 	uint32_t queue;			/* of the allocation it was reserved for */
 	bool small;			/* of the small pool (2 MiB segments) */
+	bool expandable;		/* grows and shrinks by mapping memory at its end */
 	size_t nblocks;			/* by address, covering the segment */
 	const struct rbln_memory_block *blocks;
 	size_t nframes;			/* where that allocation came from */
