@@ -9,7 +9,10 @@
  *    job in bare ioctl round trips (target: at most 5), of which the
  *    submitting thread's CPU time: the rest is the pipeline behind SUBMIT;
  *  - DMA_COPY host -> device -> host of 64 MiB / memcpy of the same bytes
- *    twice (target: at least 0.7); not with --no-dma.
+ *    twice (target: at least 0.7); not with --no-dma;
+ *  - growing a pool by 2 MiB through VM_BIND (an object, mapped at the end
+ *    of a reservation, the map waited for) / creating a 2 MiB object (a
+ *    plain segment), and giving each back.
  *
  * Absolute times under QEMU's TCG mean little; the ratios are the result.
  * Under rbln-vm --icount the job ratios are costs in instructions, the same
@@ -242,6 +245,65 @@ static void report_pipelined(struct rbln_drm_device *dev, struct buf *cmd, unsig
 	       per_job <= 5 ? "" : "  (target: <= 5)");
 }
 
+/*
+ * @n times: 2 MiB of device memory gained and given back, as a plain
+ * segment (BO_CREATE, GEM_CLOSE) or as an expandable segment's piece
+ * (BO_CREATE @flags, VM_BIND map at the reservation's end and wait, then
+ * unmap, wait and GEM_CLOSE). ns per gain and give-back.
+ */
+static double grow_ns(struct rbln_drm_device *dev, unsigned int n, bool bind, uint32_t flags)
+{
+	struct drm_rbln_sync sig = { 0 };
+	int fd = rbln_drm_fd(dev), ret = 0;
+	uint64_t va = 0, at;
+	unsigned int i;
+	uint32_t h;
+	double t;
+
+	if (drmSyncobjCreate(fd, 0, &sig.handle))
+		die("syncobj", errno);
+	if (bind && (ret = rbln_drm_vm_reserve(dev, (uint64_t)n * 2 * MIB, 2 * MIB, &va)))
+		die("VM_RESERVE", ret);
+	t = now();
+	for (i = 0; i < n; i++) {
+		at = va + (uint64_t)i * 2 * MIB;
+		ret = rbln_drm_bo_create(dev, 2 * MIB, RBLN_BO_DEVICE, flags, &h, NULL);
+		if (!ret && bind)
+			ret = rbln_drm_vm_map(dev, at, 2 * MIB, h, 0, 0, NULL, 0, &sig);
+		if (!ret && bind && drmSyncobjWait(fd, &sig.handle, 1, INT64_MAX, 0, NULL))
+			ret = -errno;
+		if (!ret && bind)
+			ret = rbln_drm_vm_unmap(dev, at, 2 * MIB, NULL, 0, &sig);
+		if (!ret && bind && drmSyncobjWait(fd, &sig.handle, 1, INT64_MAX, 0, NULL))
+			ret = -errno;
+		if (ret)
+			die(bind ? "VM_BIND" : "BO_CREATE", ret);
+		rbln_drm_bo_close(dev, h);
+	}
+	t = now() - t;
+	if (bind)
+		rbln_drm_vm_release(dev, va);
+	drmSyncobjDestroy(fd, sig.handle);
+	return t * 1e9 / n;
+}
+
+static void report_grow(struct rbln_drm_device *dev, double bare)
+{
+	double plain, bound, bound_va;
+
+	grow_ns(dev, 20, false, 0);
+	plain = grow_ns(dev, 200, false, 0);
+	bound = grow_ns(dev, 200, true, RBLN_BO_NO_VA);
+	bound_va = grow_ns(dev, 200, true, 0);
+	printf("grow by 2 MiB and give back:\n");
+	printf("  plain segment (BO_CREATE, GEM_CLOSE)  %10.0f ns  %6.1fx bare ioctl  (baseline)\n",
+	       plain, plain / bare);
+	printf("  VM_BIND piece, NO_VA object           %10.0f ns  %6.2fx a plain segment\n",
+	       bound, bound / plain);
+	printf("  VM_BIND piece, object with an address %10.0f ns  %6.2fx a plain segment (librbln)\n",
+	       bound_va, bound_va / plain);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: rbln_bench [--no-dma | --pipeline QUEUES JOBS]\n");
@@ -305,6 +367,7 @@ int main(int argc, char **argv)
 
 	for (i = 0; i < 3; i++)
 		report_pipelined(dev, &cmd, nqs[i], 3000, bare);
+	report_grow(dev, bare);
 	if (dma)
 		report_dma(dev, queue, &cmd);
 	rbln_drm_close(dev);
