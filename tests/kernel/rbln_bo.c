@@ -140,7 +140,9 @@ TEST_F(bo, create_rejects_bad_sizes)
 	/* Fits the address space but not the device. */
 	EXPECT_EQ(-ENOSPC, create(self->fd, self->mem_size + PAGE, RBLN_BO_DEVICE, 0));
 	/* Fits the address space but not the machine. */
-	EXPECT_EQ(-ENOMEM, create(self->fd, 1ull << 46, RBLN_BO_HOST, 0));
+	EXPECT_EQ(-ENOMEM, create(self->fd, 1ull << 45, RBLN_BO_HOST, 0));
+	/* Past the range the driver places objects in, which VM_BIND's follows. */
+	EXPECT_EQ(-EINVAL, create(self->fd, 1ull << 46, RBLN_BO_HOST, 0));
 	EXPECT_EQ(0, rbln_emu_mem_used(0));
 }
 

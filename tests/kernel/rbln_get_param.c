@@ -129,7 +129,7 @@ TEST_F(param, execution)
 TEST_F(param, unknown_param)
 {
 	static const uint32_t bad[] = {
-		RBLN_PARAM_FAILED_JOBS + 1, 64, INT_MAX, UINT_MAX,
+		RBLN_PARAM_VM_BIND_SIZE + 1, 64, INT_MAX, UINT_MAX,
 	};
 	struct drm_rbln_get_param arg;
 	unsigned int i;
