@@ -58,11 +58,48 @@ static bool provider_point_done(void *ctx, uint64_t point)
 	return point <= ((struct provider *)ctx)->completed;
 }
 
+/* Expandable segments: a reservation is address space, a map a handle. */
+static int provider_reserve(void *ctx, uint64_t *va, uint64_t *size)
+{
+	struct provider *p = ctx;
+
+	*size = 1ull << 30;
+	*va = p->next_va;
+	p->next_va += *size + SEGMENT_GAP;
+	return 0;
+}
+
+static void provider_release(void *ctx, uint64_t va)
+{
+	(void)ctx;
+	(void)va;
+}
+
+static int provider_map(void *ctx, uint64_t va, uint64_t size, uint32_t *handle)
+{
+	(void)va;
+	(void)size;
+	*handle = ++((struct provider *)ctx)->next_handle;
+	return 0;
+}
+
+static void provider_unmap(void *ctx, uint64_t va, uint64_t size, uint32_t handle)
+{
+	(void)ctx;
+	(void)va;
+	(void)size;
+	(void)handle;
+}
+
 static const struct rbln_segment_ops provider_ops = {
 	.alloc = provider_alloc,
 	.free = provider_free,
 	.synchronize = provider_synchronize,
 	.point_done = provider_point_done,
+	.reserve = provider_reserve,
+	.release = provider_release,
+	.map = provider_map,
+	.unmap = provider_unmap,
 };
 
 /* What rbln_snapshot.c asks of the runtime: the one logical device. */
