@@ -983,8 +983,8 @@ static bool block_spans_maps(const struct rbln_memory_snapshot *snap, int phys, 
  */
 TEST(expandable_segments_span_maps)
 {
-	const int64_t n = 2600 * 1024;	/* a row of b: 10.4 MiB of f32, past the first map */
-	int64_t sf[2] = { 2, 3 * MIB }, sa[2] = { 2, 2 }, sb[2] = { 2, n };
+	const int64_t n = 768 * 1024;	/* a row of b: 3 MiB of f32, across the first map's end */
+	int64_t sf[2] = { 2, 18 * MIB / 4 }, sa[2] = { 2, 2 }, sb[2] = { 2, n };
 	struct rbln_memory_snapshot *snap;
 	rbln_tensor *filler, *a, *b, *c;
 	struct rbln_memory_stats st;
@@ -1000,7 +1000,7 @@ TEST(expandable_segments_span_maps)
 		vals[j] = (float)(j % 7);
 		vals[n + j] = (float)(2 * (j % 5));
 	}
-	/* 12 MiB per member first, so that b's rows start 12 MiB into the segment. */
+	/* 18 MiB per member first, so that b's rows start 18 MiB into the segment. */
 	filler = rbln_tensor_full(sf, 2, RBLN_F32, 3, 0);
 	ASSERT_NE(NULL, filler) TH_LOG("%s", rbln_last_error());
 	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(filler));
@@ -1025,7 +1025,8 @@ TEST(expandable_segments_span_maps)
 	ASSERT_NE(NULL, a);
 	c = rbln_matmul(a, b);
 	ASSERT_NE(NULL, c) TH_LOG("%s", rbln_last_error());
-	ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, out, 2 * n * sizeof(float)));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, out, 2 * n * sizeof(float)))
+		TH_LOG("%s", rbln_last_error());
 	for (j = 0; j < 2 * n; j++)
 		ASSERT_EQ((float)(j % n % 7 + 2 * (j % n % 5)), out[j]) TH_LOG("element %lld",
 									       (long long)j);
