@@ -30,7 +30,10 @@
 #define FZ_MAX_CHILDREN		4
 #define FZ_MAX_STALE		8	/* closed handles and addresses remembered */
 #define FZ_MAX_UNLISTED		4	/* device objects a job uses unlisted */
-#define FZ_HISTORY		16	/* last operations shown on a failure */
+#define FZ_MAX_RESVS		6	/* VM_BIND reservations, per file */
+#define FZ_MAX_VMAPS		16	/* VM_BIND mappings, per file */
+#define FZ_MAX_UNBINDS		8	/* unbinds not seen done, per file */
+#define FZ_HISTORY		64	/* last operations shown on a failure */
 #define FZ_OP_LEN		200
 #define FZ_MSG_LEN		1024
 
@@ -101,6 +104,9 @@ enum fz_call {
 	C_QUEUE_CREATE,
 	C_QUEUE_DESTROY,
 	C_SUBMIT,
+	C_VM_RESERVE,
+	C_VM_RELEASE,
+	C_VM_BIND,
 	C_GEM_CLOSE,
 	C_PRIME_HANDLE_TO_FD,
 	C_PRIME_FD_TO_HANDLE,
@@ -171,6 +177,7 @@ struct fz_dev {
 	bool present;
 	unsigned int mem_mib;
 	uint64_t mem_size, va_start, va_size, max_cmd, isa_caps, num_rings;
+	uint64_t vm_start, vm_size;	/* what VM_RESERVE hands out */
 	uint64_t timeouts_seen;	/* tracked jobs of this instance that timed out */
 	uint64_t reset_count;	/* last RBLN_PARAM_RESET_COUNT */
 };
@@ -182,8 +189,8 @@ struct fz_bo {
 	uint64_t serial;	/* unique in the run: handles are reused */
 	uint32_t handle;
 	uint32_t placement;	/* RBLN_BO_DEVICE or RBLN_BO_HOST */
-	uint32_t flags;		/* RBLN_BO_READ_ONLY, RBLN_BO_IMPORTED */
-	uint64_t size, va;
+	uint32_t flags;		/* RBLN_BO_READ_ONLY, RBLN_BO_IMPORTED, RBLN_BO_NO_VA */
+	uint64_t size, va;	/* va 0: RBLN_BO_NO_VA, only VM_BIND places it */
 	void *cpu;		/* the whole object mapped, or NULL */
 	int mem_dev;		/* device whose memory it is, -1 (host), FZ_MEM_UNKNOWN */
 	unsigned int mem_gen;
@@ -207,6 +214,7 @@ struct fz_syncobj {
 enum fz_expect {
 	FZ_JOB_VALID,		/* must succeed, unless something else explains it */
 	FZ_JOB_FAULT,		/* must fail */
+	FZ_JOB_MAY_FAULT,	/* may fault; otherwise as a valid one */
 	FZ_JOB_ANY,		/* no oracle but "it ends" */
 };
 
@@ -226,6 +234,32 @@ struct fz_job {
 	uint64_t cmd_head[6];	/* its first packets, for a failure report */
 	uint64_t unlisted[FZ_MAX_UNLISTED];	/* serials, as in struct fz_cmd */
 	unsigned int nunlisted;
+	uint64_t vm_hole, vm_hole_size;	/* as in struct fz_cmd */
+};
+
+/* A VM_RESERVE range of a file. */
+struct fz_resv {
+	uint64_t va, size;
+};
+
+/*
+ * A VM_BIND mapping as the file's binds so far leave it, done or not: the
+ * kernel checks each bind against the same view.
+ */
+struct fz_vmap {
+	uint64_t va, size;
+	uint64_t bo_offset;
+	uint64_t serial;	/* the object's: the mapping holds it past its handle */
+	bool writable;		/* neither the object nor the bind is read-only, nor commands */
+	int mem_dev;		/* as in struct fz_bo */
+	unsigned int mem_gen;
+	uint64_t point;		/* bind timeline point after which it is in place */
+};
+
+/* An unbind whose completion has not been seen: the device may reach the range yet. */
+struct fz_unbind {
+	uint64_t va, size;
+	uint64_t point;		/* on the bind timeline */
 };
 
 struct fz_file {
@@ -253,6 +287,18 @@ struct fz_file {
 	uint32_t stale_handles[FZ_MAX_STALE];
 	uint64_t stale_vas[FZ_MAX_STALE];
 	unsigned int nstale;
+	struct fz_resv resvs[FZ_MAX_RESVS];
+	unsigned int nresvs;
+	struct fz_vmap vmaps[FZ_MAX_VMAPS];
+	unsigned int nvmaps;
+	struct fz_unbind unbinds[FZ_MAX_UNBINDS];
+	unsigned int nunbinds;
+	/*
+	 * Binds run in order: each that signals takes the next point of this
+	 * timeline, so a point done means every bind before it is done too.
+	 */
+	uint32_t bind_syncobj;
+	uint64_t bind_point;	/* last point a bind took */
 };
 
 /* An exported dma-buf the fuzzer holds. */
@@ -363,6 +409,10 @@ struct fz_cmd {
 	/* Device objects used but not listed: the device reaches them anyway. */
 	uint64_t unlisted[FZ_MAX_UNLISTED];
 	unsigned int nunlisted;
+	/* Bound ranges used: the job waits for this bind timeline point, if not 0. */
+	uint64_t vm_wait;
+	/* Bind range it touches that must be unmapped: a later bind there makes it uncertain. */
+	uint64_t vm_hole, vm_hole_size;
 };
 
 void fz_cmd_init(struct fz_cmd *c, struct fz_file *f, void *buf, uint32_t cap);
@@ -414,12 +464,25 @@ void op_submit_fault(struct fz *fz);
 void op_submit_malformed(struct fz *fz);
 void op_submit_fuzz(struct fz *fz);
 void op_submit_bad(struct fz *fz);
+void op_submit_unbound(struct fz *fz);
 void op_fill_verify(struct fz *fz);
 void op_poll_jobs(struct fz *fz);
 void fz_drop_jobs(struct fz_file *f);
 void fz_jobs_lose(struct fz_file *f, uint64_t serial);
 void fz_peer_revoked(struct fz_file *f, int devi);
 void fz_wait_jobs(struct fz *fz);
+
+/* --- fuzz_vm.c: VM_RESERVE, VM_RELEASE, VM_BIND ------------------------------------ */
+
+uint64_t fz_vm_region(struct fz *fz, struct fz_cmd *c, bool write, unsigned int align,
+		      uint64_t bytes);
+int fz_cmd_unbound_packet(struct fz *fz, struct fz_cmd *c, enum fz_expect *expect, char *why,
+			  size_t len);
+void op_vm_reserve(struct fz *fz);
+void op_vm_release(struct fz *fz);
+void op_vm_map(struct fz *fz);
+void op_vm_unmap(struct fz *fz);
+void op_vm_bind_bad(struct fz *fz);
 
 /* --- fuzz_events.c: everything that is not one ioctl -------------------------------- */
 

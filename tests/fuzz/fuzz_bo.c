@@ -66,15 +66,18 @@ struct fz_bo *fz_new_bo(struct fz *fz, struct fz_file *f, uint64_t size, uint32_
 	if (ret)
 		return NULL;
 	if (!fz_file_tainted(fz, f)) {
-		if (args.size != ALIGN_PAGE(size) || args.va % FZ_PAGE || args.va < d->va_start ||
-		    args.va + args.size + FZ_PAGE > d->va_start + d->va_size)
-			fz_fail(fz, "BO_CREATE of %#llx bytes gave %#llx bytes at %#llx",
-				(unsigned long long)size, (unsigned long long)args.size,
+		if (args.size != ALIGN_PAGE(size) ||
+		    ((flags & RBLN_BO_NO_VA) ? args.va != 0 :
+		     args.va % FZ_PAGE || args.va < d->va_start ||
+		     args.va + args.size + FZ_PAGE > d->va_start + d->va_size))
+			fz_fail(fz, "BO_CREATE of %#llx bytes flags %#x gave %#llx bytes at %#llx",
+				(unsigned long long)size, flags, (unsigned long long)args.size,
 				(unsigned long long)args.va);
-		for (i = 0; i < f->nbos; i++) {
+		for (i = 0; i < f->nbos && !(flags & RBLN_BO_NO_VA); i++) {
 			bo = &f->bos[i];
 			/* Each mapping is followed by its guard page. */
-			if (args.va < bo->va + bo->size + FZ_PAGE &&
+			if (!(bo->flags & RBLN_BO_NO_VA) &&
+			    args.va < bo->va + bo->size + FZ_PAGE &&
 			    bo->va < args.va + args.size + FZ_PAGE)
 				fz_fail(fz, "new object at %#llx+%#llx overlaps handle %u at %#llx+%#llx",
 					(unsigned long long)args.va,
@@ -126,6 +129,9 @@ void op_bo_create(struct fz *fz)
 	}
 	if (fz_chance(&fz->rng, 15))
 		flags = RBLN_BO_READ_ONLY;
+	/* Memory only VM_BIND places, as a pool allocator's. */
+	if (fz_chance(&fz->rng, 15))
+		flags |= RBLN_BO_NO_VA;
 	fz_new_bo(fz, f, bo_size(fz, placement), placement, flags, false);
 }
 
@@ -152,7 +158,7 @@ void op_bo_create_bad(struct fz *fz)
 			einval = true;
 			break;
 		case 1:
-			args.flags = (RBLN_BO_READ_ONLY << 1) << fz_below(&fz->rng, 31);
+			args.flags = (RBLN_BO_NO_VA << 1) << fz_below(&fz->rng, 29);
 			einval = true;
 			break;
 		case 2: {

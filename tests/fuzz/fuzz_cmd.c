@@ -22,6 +22,8 @@ void fz_cmd_init(struct fz_cmd *c, struct fz_file *f, void *buf, uint32_t cap)
 	c->f = f;
 	c->nhandles = 0;
 	c->nunlisted = 0;
+	c->vm_wait = 0;
+	c->vm_hole = c->vm_hole_size = 0;
 }
 
 /*
@@ -70,19 +72,27 @@ static bool writable(const struct fz_bo *bo)
 
 /*
  * An @align-aligned range of @bytes in a reachable object of the file, one
- * that may be written when @write: its address, or 0 when none fits.
+ * that may be written when @write, at times through a VM_BIND mapping: its
+ * address, or 0 when none fits.
  */
 static uint64_t region(struct fz *fz, struct fz_cmd *c, bool write, unsigned int align,
 		       uint64_t bytes)
 {
 	struct fz_file *f = c->f;
 	unsigned int tries;
+	uint64_t va;
 
+	if (f->nvmaps && fz_chance(&fz->rng, 30)) {
+		va = fz_vm_region(fz, c, write, align, bytes);
+		if (va)
+			return va;
+	}
 	for (tries = 0; tries < 8 && f->nbos; tries++) {
 		struct fz_bo *bo = &f->bos[fz_below(&fz->rng, f->nbos)];
 		uint64_t slack;
 
-		if (!fz_bo_reachable(fz, bo) || (write && !writable(bo)) || bo->size < bytes)
+		if (!fz_bo_reachable(fz, bo) || (write && !writable(bo)) || bo->size < bytes ||
+		    (bo->flags & RBLN_BO_NO_VA))
 			continue;
 		slack = (bo->size - bytes) / align;
 		use_maybe_unlisted(fz, c, bo);
@@ -247,7 +257,8 @@ static int emit_heavy_gemm(struct fz *fz, struct fz_cmd *c)
 	unsigned int i;
 
 	for (i = 0; i < c->f->nbos; i++)
-		if (fz_bo_reachable(fz, &c->f->bos[i]) && c->f->bos[i].size > largest)
+		if (fz_bo_reachable(fz, &c->f->bos[i]) && !(c->f->bos[i].flags & RBLN_BO_NO_VA) &&
+		    c->f->bos[i].size > largest)
 			largest = c->f->bos[i].size;
 	/* A and B then fit in any object of half that size. */
 	g.k = largest / (2 * 32 * 4);
@@ -318,7 +329,8 @@ int fz_cmd_faulting_packet(struct fz *fz, struct fz_cmd *c, char *why, size_t le
 	/* A peer whose exporter went: the identity must not reach a newcomer. */
 	for (i = 0; i < f->nbos; i++) {
 		bo = &f->bos[i];
-		if (bo->mem_dev < 0 || fz_bo_reachable(fz, bo) || !fz_chance(&fz->rng, 50))
+		if (bo->mem_dev < 0 || fz_bo_reachable(fz, bo) || (bo->flags & RBLN_BO_NO_VA) ||
+		    !fz_chance(&fz->rng, 50))
 			continue;
 		good = region(fz, c, true, 1, 64);
 		if (!good)
@@ -348,7 +360,8 @@ int fz_cmd_faulting_packet(struct fz *fz, struct fz_cmd *c, char *why, size_t le
 	case 3:
 		for (i = 0; i < f->nbos; i++) {
 			bo = &f->bos[i];
-			if ((bo->flags & RBLN_BO_READ_ONLY) && fz_bo_reachable(fz, bo)) {
+			if ((bo->flags & RBLN_BO_READ_ONLY) && !(bo->flags & RBLN_BO_NO_VA) &&
+			    fz_bo_reachable(fz, bo)) {
 				fz_cmd_use(c, bo);
 				snprintf(why, len, "DMA_FILL of read-only %#llx",
 					 (unsigned long long)bo->va);
@@ -358,7 +371,7 @@ int fz_cmd_faulting_packet(struct fz *fz, struct fz_cmd *c, char *why, size_t le
 		break;
 	case 4:
 		bo = fz_pick_bo(fz, f);
-		if (!bo || !writable(bo) || !fz_bo_reachable(fz, bo))
+		if (!bo || !writable(bo) || !fz_bo_reachable(fz, bo) || (bo->flags & RBLN_BO_NO_VA))
 			break;
 		fz_cmd_use(c, bo);
 		snprintf(why, len, "DMA_FILL across the end of %#llx+%#llx",

@@ -80,7 +80,7 @@ static void check_param(struct fz *fz, struct fz_file *f, uint32_t p, uint64_t v
 
 	switch (p) {
 	case RBLN_PARAM_ABI_VERSION:
-		if (v < 2)
+		if (v < 3)
 			fz_fail(fz, "ABI version %llu", (unsigned long long)v);
 		return;
 	case RBLN_PARAM_DEVICE_ID:
@@ -109,6 +109,12 @@ static void check_param(struct fz *fz, struct fz_file *f, uint32_t p, uint64_t v
 		break;
 	case RBLN_PARAM_MAX_CMD_SIZE:
 		want = d->max_cmd;
+		break;
+	case RBLN_PARAM_VM_BIND_START:
+		want = d->vm_start;
+		break;
+	case RBLN_PARAM_VM_BIND_SIZE:
+		want = d->vm_size;
 		break;
 	case RBLN_PARAM_DEVICE_MEMORY_USED:
 		if (v > d->mem_size)
@@ -146,8 +152,8 @@ void op_get_param(struct fz *fz)
 
 	if (!f)
 		return;
-	args.param = bad_param ? RBLN_PARAM_FAILED_JOBS + 1 + fz_below(&fz->rng, 1000) :
-		     fz_below(&fz->rng, RBLN_PARAM_FAILED_JOBS + 1);
+	args.param = bad_param ? RBLN_PARAM_VM_BIND_SIZE + 1 + fz_below(&fz->rng, 1000) :
+		     fz_below(&fz->rng, RBLN_PARAM_VM_BIND_SIZE + 1);
 	if (bad_param && fz_chance(&fz->rng, 30))
 		args.param = 0xffffffffu - fz_below(&fz->rng, 2);
 	if (bad_pad)
@@ -171,7 +177,7 @@ void fz_check_params(struct fz *fz, struct fz_file *f)
 
 	if (fz_file_gone(fz, f))
 		return;
-	for (p = 0; p <= RBLN_PARAM_FAILED_JOBS; p++) {
+	for (p = 0; p <= RBLN_PARAM_VM_BIND_SIZE; p++) {
 		args.param = p;
 		ret = fz_ioctl(fz, f->fd, C_GET_PARAM, DRM_IOCTL_RBLN_GET_PARAM, &args);
 		fz_check(fz, f, C_GET_PARAM, ret, FZ_ERRS(0), "GET_PARAM");
@@ -185,6 +191,7 @@ void fz_check_params(struct fz *fz, struct fz_file *f)
 static const unsigned long rbln_ioctls[] = {
 	DRM_IOCTL_RBLN_GET_PARAM, DRM_IOCTL_RBLN_BO_CREATE, DRM_IOCTL_RBLN_BO_INFO,
 	DRM_IOCTL_RBLN_QUEUE_CREATE, DRM_IOCTL_RBLN_QUEUE_DESTROY, DRM_IOCTL_RBLN_SUBMIT,
+	DRM_IOCTL_RBLN_VM_RESERVE, DRM_IOCTL_RBLN_VM_RELEASE, DRM_IOCTL_RBLN_VM_BIND,
 };
 
 /* A user pointer the kernel cannot read. */
@@ -218,8 +225,8 @@ void op_raw_ioctl(struct fz *fz)
 		return;
 	switch (fz_below(&fz->rng, 7)) {
 	case 0:	/* past the driver's table */
-		req = DRM_IOWR(DRM_COMMAND_BASE + DRM_RBLN_SUBMIT + 1 +
-			       fz_below(&fz->rng, DRM_COMMAND_END - DRM_COMMAND_BASE - 6), uint64_t);
+		req = DRM_IOWR(DRM_COMMAND_BASE + DRM_RBLN_VM_BIND + 1 +
+			       fz_below(&fz->rng, DRM_COMMAND_END - DRM_COMMAND_BASE - 9), uint64_t);
 		ok = FZ_ERRS(EINVAL);
 		break;
 	case 1:	/* not a DRM ioctl at all */
@@ -245,7 +252,7 @@ void op_raw_ioctl(struct fz *fz)
 		ok = FZ_ERRS(0);
 		break;
 	case 5:	/* an argument the kernel cannot read */
-		req = rbln_ioctls[fz_below(&fz->rng, 6)];
+		req = rbln_ioctls[fz_below(&fz->rng, FZ_ARRAY_SIZE(rbln_ioctls))];
 		fz_doing(fz, "ioctl %#lx file %u with a bad argument pointer", req,
 			 fz_file_index(fz, f));
 		ret = fz_ioctl(fz, f->fd, C_DRM_OTHER, req, bad_pointer(fz));

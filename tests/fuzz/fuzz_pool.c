@@ -104,11 +104,12 @@ int fz_dev_probe(struct fz_dev *d)
 	static const uint32_t params[] = {
 		RBLN_PARAM_DEVICE_INDEX, RBLN_PARAM_DEVICE_MEMORY_SIZE, RBLN_PARAM_VA_START,
 		RBLN_PARAM_VA_SIZE, RBLN_PARAM_MAX_CMD_SIZE, RBLN_PARAM_ISA_CAPS,
-		RBLN_PARAM_NUM_RINGS, RBLN_PARAM_RESET_COUNT,
+		RBLN_PARAM_NUM_RINGS, RBLN_PARAM_RESET_COUNT, RBLN_PARAM_VM_BIND_START,
+		RBLN_PARAM_VM_BIND_SIZE,
 	};
 	uint64_t *values[] = {
 		NULL, &d->mem_size, &d->va_start, &d->va_size, &d->max_cmd, &d->isa_caps,
-		&d->num_rings, &d->reset_count,
+		&d->num_rings, &d->reset_count, &d->vm_start, &d->vm_size,
 	};
 	struct rbln_drm_device *dev;
 	uint64_t index;
@@ -299,6 +300,9 @@ struct fz_file *fz_open_file(struct fz *fz, int devi)
 	f->peers = 0;
 	f->failed_seen = f->failed_param = 0;
 	f->nbos = f->nqueues = f->nsyncobjs = f->njobs = f->nstale = 0;
+	f->nresvs = f->nvmaps = f->nunbinds = 0;
+	f->bind_syncobj = 0;
+	f->bind_point = 0;
 	return f;
 }
 
@@ -445,14 +449,15 @@ uint32_t fz_unknown_handle(struct fz *fz, struct fz_file *f)
 
 /*
  * An address that is wrong for @f: when @certain, one no mapping of @f can
- * cover (a live object's guard page, below the range, beyond it up to
- * 2^64), else also stale, unaligned or random ones.
+ * cover (a live object's guard page, below the range, beyond the bind
+ * range up to 2^64), else also stale, unaligned or random ones. The bind
+ * range is left to fuzz_vm.c, which knows what may be mapped there.
  */
 uint64_t fz_bad_va(struct fz *fz, struct fz_file *f, bool certain)
 {
 	const struct fz_dev *d = &fz->devs[f->devi];
 	struct fz_rng *r = &fz->rng;
-	uint64_t end = d->va_start + d->va_size;
+	uint64_t end = d->vm_start + d->vm_size;
 	struct fz_bo *bo;
 
 	switch (fz_below(r, certain ? 7 : 11)) {
@@ -491,7 +496,7 @@ bool fz_va_known_free(struct fz_file *f, uint64_t va)
 	unsigned int i;
 
 	for (i = 0; i < f->nbos; i++)
-		if (va - f->bos[i].va < f->bos[i].size)
+		if (!(f->bos[i].flags & RBLN_BO_NO_VA) && va - f->bos[i].va < f->bos[i].size)
 			return false;
 	return true;
 }
@@ -594,7 +599,7 @@ bool fz_syncobj_known(struct fz_file *f, uint32_t handle)
 	for (i = 0; i < f->njobs; i++)
 		if (f->jobs[i].syncobj == handle)
 			return true;
-	return false;
+	return f->bind_syncobj && f->bind_syncobj == handle;
 }
 
 uint32_t fz_pick_queue(struct fz *fz, struct fz_file *f)

@@ -152,11 +152,13 @@ static void syncobj_destroy(struct fz *fz, struct fz_file *f, uint32_t handle)
 	fz_check(fz, f, C_SYNCOBJ_DESTROY, ret, FZ_ERRS(0), "SYNCOBJ_DESTROY");
 }
 
+static void report_unjudged(struct fz *fz, struct fz_file *f);
+
 /* Queues @s as a tracked job: its record, or NULL if SUBMIT failed. */
 static struct fz_job *submit(struct fz *fz, struct submit *s)
 {
 	struct fz_file *f = s->f;
-	struct drm_rbln_sync waits[4], signal = { 0 };
+	struct drm_rbln_sync waits[5], signal = { 0 };
 	uint32_t bos[40];
 	unsigned int nbos = 0, nwaits, i;
 	struct fz_errs ok = FZ_ERRS(0, ENOMEM);
@@ -169,9 +171,13 @@ static struct fz_job *submit(struct fz *fz, struct submit *s)
 		bos[nbos++] = s->c.handles[i];
 	if (s->cmd)
 		bos[nbos++] = s->cmd->handle;
-	/* Listing more than a job uses, or twice, is allowed. */
-	if (fz_chance(&fz->rng, 10) && f->nbos)
-		bos[nbos++] = fz_pick_bo(fz, f)->handle;
+	/* Listing more than a job uses, or twice, is allowed; what has no address is not. */
+	if (fz_chance(&fz->rng, 10) && f->nbos) {
+		const struct fz_bo *extra = fz_pick_bo(fz, f);
+
+		if (!(extra->flags & RBLN_BO_NO_VA))
+			bos[nbos++] = extra->handle;
+	}
 	if (nbos && fz_chance(&fz->rng, 5))
 		bos[nbos++] = bos[0];
 	for (i = nbos; i > 1; i--) {
@@ -182,6 +188,12 @@ static struct fz_job *submit(struct fz *fz, struct submit *s)
 		bos[k] = t;
 	}
 	nwaits = pick_waits(fz, f, waits, 4);
+	/* Mappings it uses are in place once the bind timeline reaches this point. */
+	if (s->c.vm_wait) {
+		waits[nwaits].handle = f->bind_syncobj;
+		waits[nwaits].point = s->c.vm_wait;
+		waits[nwaits++].pad = 0;
+	}
 	if (syncobj_create(fz, f, &signal.handle))
 		return NULL;
 	/* A timeline point now and then: the chain path of SUBMIT. */
@@ -190,12 +202,15 @@ static struct fz_job *submit(struct fz *fz, struct submit *s)
 
 	if (f->may_be_banned || f->banned)
 		fz_errs_add(&ok, ECANCELED);
-	fz_doing(fz, "SUBMIT file %u queue %u %s: cmd %#llx+%u, %u objects, %u waits",
+	fz_doing(fz, "SUBMIT file %u queue %u %s: cmd %#llx+%u, %u objects, %u waits, bind point %llu",
 		 fz_file_index(fz, f), s->queue, s->what, (unsigned long long)s->cmd_va,
-		 s->cmd_size, nbos, nwaits);
+		 s->cmd_size, nbos, nwaits, (unsigned long long)s->c.vm_wait);
 	ret = rbln_drm_submit(f->dev, s->queue, s->cmd_va, s->cmd_size, bos, nbos, waits,
 			      nwaits, &signal);
 	fz_count(fz->sh, C_SUBMIT, ret);
+	if (ret == -ECANCELED && !fz_errs_has(&ok, ECANCELED) && !fz->child &&
+	    !fz_file_tainted(fz, f))
+		report_unjudged(fz, f);
 	fz_check(fz, f, C_SUBMIT, ret, ok, s->what);
 	if (ret == -ECANCELED)
 		f->banned = true;
@@ -224,6 +239,8 @@ static struct fz_job *submit(struct fz *fz, struct submit *s)
 	memcpy(j->cmd_head, cmd_buf, sizeof(j->cmd_head));
 	memcpy(j->unlisted, s->c.unlisted, sizeof(j->unlisted));
 	j->nunlisted = s->c.nunlisted;
+	j->vm_hole = s->c.vm_hole;
+	j->vm_hole_size = s->c.vm_hole_size;
 	if (s->cmd) {
 		j->cmd_serial = s->cmd->serial;
 		s->cmd->cmd_busy++;
@@ -281,6 +298,10 @@ static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int 
 		return;
 
 	switch (j->expect) {
+	case FZ_JOB_MAY_FAULT:
+		if (err == EFAULT)
+			return;
+		/* fall through */
 	case FZ_JOB_VALID:
 		/* A timeout needs no injection: a long job, or a slow host. */
 		if (status == 1 || err == ETIMEDOUT)
@@ -293,9 +314,14 @@ static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int 
 		if (err == EFAULT && fz->child && f->peers)
 			return;
 		if (err == EFAULT) {
-			for (p = atomic_load(pending); p > 0;)
-				if (atomic_compare_exchange_weak(pending, &p, p - 1))
+			for (p = atomic_load(pending); p > 0;) {
+				if (atomic_compare_exchange_weak(pending, &p, p - 1)) {
+					fz_doing(fz, "job '%s' of iteration %llu, file %u, took an injected fault",
+						 j->what, (unsigned long long)j->iteration,
+						 fz_file_index(fz, f));
 					return;
+				}
+			}
 		}
 		fz_fail(fz, "valid job '%s' of iteration %llu ended with %s%s", j->what,
 			(unsigned long long)j->iteration, name ? name : "an unknown errno",
@@ -360,6 +386,31 @@ static int job_fence_status(struct fz *fz, struct fz_file *f, const struct fz_jo
 	if (ret)
 		fz_fail(fz, "SYNC_IOC_FILE_INFO of a job's fence: %s", strerror(-ret));
 	return info.status;
+}
+
+/* An unexpected ban: one of these faulted, though none should have. */
+static void report_unjudged(struct fz *fz, struct fz_file *f)
+{
+	static const char *const expect[] = { "valid", "fault", "may fault", "any" };
+	unsigned int i;
+
+	for (i = 0; i < f->njobs; i++) {
+		const struct fz_job *j = &f->jobs[i];
+		struct drm_syncobj_timeline_wait w = {
+			.handles = (uintptr_t)&j->syncobj,
+			.points = (uintptr_t)&j->point,
+			.count_handles = 1,
+		};
+		int status = ioctl(f->fd, DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &w) ? 0 :
+			     job_fence_status(fz, f, j);
+
+		fprintf(stderr, "rbln_fuzz: unjudged job of iteration %llu (%s, %s): %s; commands %016llx %016llx %016llx %016llx\n",
+			(unsigned long long)j->iteration, expect[j->expect],
+			status == 1 ? "done" : status < 0 ? strerrorname_np(-status) : "pending",
+			j->what, (unsigned long long)j->cmd_head[0],
+			(unsigned long long)j->cmd_head[1], (unsigned long long)j->cmd_head[2],
+			(unsigned long long)j->cmd_head[3]);
+	}
 }
 
 /*
@@ -456,6 +507,9 @@ void fz_jobs_lose(struct fz_file *f, uint64_t serial)
 	for (i = 0; lost && i < f->njobs; i++)
 		if (!f->jobs[i].wild)
 			f->jobs[i].clobbered = true;
+	/* A job that faults bans the context. */
+	if (lost)
+		f->may_be_banned = true;
 }
 
 /*
@@ -592,6 +646,26 @@ void op_submit_malformed(struct fz *fz)
 	submit(fz, &s);
 }
 
+/* A packet into the bind range where nothing may be mapped. */
+void op_submit_unbound(struct fz *fz)
+{
+	char why[80];
+	struct submit s;
+
+	if (!prepare(fz, &s))
+		return;
+	valid_packets(fz, &s, fz_below(&fz->rng, 3));
+	if (fz_cmd_unbound_packet(fz, &s.c, &s.expect, why, sizeof(why)))
+		return;
+	s.f->may_be_banned = true;
+	if (fz_chance(&fz->rng, 30))
+		valid_packets(fz, &s, 1);
+	s.cmd_size = s.c.enc.len;
+	snprintf(s.what, sizeof(s.what), "%s: %s",
+		 s.expect == FZ_JOB_FAULT ? "faulting" : "may fault", why);
+	submit(fz, &s);
+}
+
 /* Valid packets, then random damage: anything may happen but a crash. */
 void op_submit_fuzz(struct fz *fz)
 {
@@ -621,8 +695,9 @@ static int bos_error(struct fz *fz, struct fz_file *f, const struct drm_rbln_sub
 		return 0;
 	if ((const uint8_t *)(h + a->bo_count) > fz->bad_page)
 		return EFAULT;
+	/* All are looked up before any address is: no address is no better. */
 	for (i = 0; i < a->bo_count; i++)
-		if (!fz_find_bo(f, h[i]))
+		if (!fz_find_bo(f, h[i]) || (fz_find_bo(f, h[i])->flags & RBLN_BO_NO_VA))
 			return ENOENT;
 	return 0;
 }
