@@ -396,10 +396,15 @@ static void clobber(struct fz *fz, uint64_t serial)
 {
 	unsigned int i, j;
 
-	for (i = 0; i < FZ_MAX_FILES; i++)
-		for (j = 0; j < fz->files[i].njobs; j++)
-			if (fz->files[i].jobs[j].cmd_serial == serial)
+	for (i = 0; i < FZ_MAX_FILES; i++) {
+		for (j = 0; j < fz->files[i].njobs; j++) {
+			if (fz->files[i].jobs[j].cmd_serial == serial) {
 				fz->files[i].jobs[j].clobbered = true;
+				/* Garbage commands fault, and the fault bans the context. */
+				fz->files[i].may_be_banned = true;
+			}
+		}
+	}
 }
 
 /* The CPU writes or reads a mapping, maybe while the device works on it. */
