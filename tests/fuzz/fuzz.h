@@ -378,6 +378,7 @@ struct fz_bo *fz_add_bo(struct fz *fz, struct fz_file *f, uint32_t handle,
 struct fz_bo *fz_find_bo(struct fz_file *f, uint32_t handle);
 struct fz_bo *fz_pick_bo(struct fz *fz, struct fz_file *f);
 void fz_forget_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
+bool fz_mem_reachable(struct fz *fz, int mem_dev, unsigned int mem_gen);
 bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo);
 void fz_bo_set_memory(struct fz_file *f, struct fz_bo *bo, int mem_dev, unsigned int mem_gen);
 uint32_t fz_unknown_handle(struct fz *fz, struct fz_file *f);

@@ -391,17 +391,25 @@ void fz_forget_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo)
 	*bo = f->bos[--f->nbos];
 }
 
-/* Can a job reach its memory: a peer's exporter may be gone. */
-bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo)
+/*
+ * Can a job reach memory of @mem_dev (-1: host, FZ_MEM_UNKNOWN) as it was
+ * at generation @mem_gen: a peer's exporter may be gone.
+ */
+bool fz_mem_reachable(struct fz *fz, int mem_dev, unsigned int mem_gen)
 {
 	const struct fz_dev *d;
 
-	if (bo->mem_dev == FZ_MEM_UNKNOWN)
+	if (mem_dev == FZ_MEM_UNKNOWN)
 		return false;
-	if (bo->mem_dev < 0)
+	if (mem_dev < 0)
 		return true;
-	d = &fz->devs[bo->mem_dev];
-	return d->present && d->gen == bo->mem_gen;
+	d = &fz->devs[mem_dev];
+	return d->present && d->gen == mem_gen;
+}
+
+bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo)
+{
+	return fz_mem_reachable(fz, bo->mem_dev, bo->mem_gen);
 }
 
 /*

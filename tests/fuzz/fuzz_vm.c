@@ -57,18 +57,6 @@ static bool maybe_reachable(const struct fz_file *f, uint64_t va, uint64_t size)
 	return mapped_in(f, va, size);
 }
 
-static bool vmap_reachable(struct fz *fz, const struct fz_vmap *m)
-{
-	const struct fz_dev *d;
-
-	if (m->mem_dev == FZ_MEM_UNKNOWN)
-		return false;
-	if (m->mem_dev < 0)
-		return true;
-	d = &fz->devs[m->mem_dev];
-	return d->present && d->gen == m->mem_gen;
-}
-
 /* Forgets the unbinds the bind timeline says are done. */
 static void unbinds_seen(struct fz *fz, struct fz_file *f)
 {
@@ -789,7 +777,7 @@ uint64_t fz_vm_region(struct fz *fz, struct fz_cmd *c, bool write, unsigned int 
 	for (tries = 0; tries < 4 && f->nvmaps; tries++) {
 		const struct fz_vmap *m = &f->vmaps[fz_below(&fz->rng, f->nvmaps)];
 
-		if (m->point > f->bind_point || !vmap_reachable(fz, m) ||
+		if (m->point > f->bind_point || !fz_mem_reachable(fz, m->mem_dev, m->mem_gen) ||
 		    (write && !m->writable) || m->size < bytes)
 			continue;
 		c->vm_wait = f->bind_point;
