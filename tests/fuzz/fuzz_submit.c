@@ -132,7 +132,7 @@ static unsigned int pick_waits(struct fz *fz, struct fz_file *f, struct drm_rbln
 	return n;
 }
 
-static int syncobj_create(struct fz *fz, struct fz_file *f, uint32_t *handle)
+int fz_syncobj_create(struct fz *fz, struct fz_file *f, uint32_t *handle)
 {
 	struct drm_syncobj_create args = { 0 };
 	int ret;
@@ -143,7 +143,7 @@ static int syncobj_create(struct fz *fz, struct fz_file *f, uint32_t *handle)
 	return ret;
 }
 
-static void syncobj_destroy(struct fz *fz, struct fz_file *f, uint32_t handle)
+void fz_syncobj_destroy(struct fz *fz, struct fz_file *f, uint32_t handle)
 {
 	struct drm_syncobj_destroy args = { .handle = handle };
 	int ret;
@@ -194,7 +194,7 @@ static struct fz_job *submit(struct fz *fz, struct submit *s)
 		waits[nwaits].point = s->c.vm_wait;
 		waits[nwaits++].pad = 0;
 	}
-	if (syncobj_create(fz, f, &signal.handle))
+	if (fz_syncobj_create(fz, f, &signal.handle))
 		return NULL;
 	/* A timeline point now and then: the chain path of SUBMIT. */
 	if (fz_chance(&fz->rng, 25))
@@ -215,7 +215,7 @@ static struct fz_job *submit(struct fz *fz, struct submit *s)
 	if (ret == -ECANCELED)
 		f->banned = true;
 	if (ret) {
-		syncobj_destroy(fz, f, signal.handle);
+		fz_syncobj_destroy(fz, f, signal.handle);
 		return NULL;
 	}
 
@@ -366,7 +366,7 @@ static int job_fence_status(struct fz *fz, struct fz_file *f, const struct fz_jo
 		struct drm_syncobj_transfer tr = { .src_handle = j->syncobj,
 						   .src_point = j->point };
 
-		if (syncobj_create(fz, f, &tmp))
+		if (fz_syncobj_create(fz, f, &tmp))
 			return -ENOMEM;
 		tr.dst_handle = tmp;
 		ret = fz_ioctl(fz, f->fd, C_SYNCOBJ_TRANSFER, DRM_IOCTL_SYNCOBJ_TRANSFER, &tr);
@@ -377,7 +377,7 @@ static int job_fence_status(struct fz *fz, struct fz_file *f, const struct fz_jo
 	fz_check(fz, f, C_SYNCOBJ_HANDLE_TO_FD, ret, FZ_ERRS(0, ENOMEM, EMFILE),
 		 "export of a signaled job's fence");
 	if (tmp)
-		syncobj_destroy(fz, f, tmp);
+		fz_syncobj_destroy(fz, f, tmp);
 	if (ret)
 		return ret;
 	ret = ioctl(h.fd, SYNC_IOC_FILE_INFO, &info) ? -errno : 0;
@@ -454,7 +454,7 @@ static bool job_try(struct fz *fz, struct fz_file *f, unsigned int i, int64_t de
 	}
 	*status = job_fence_status(fz, f, j);
 	judge(fz, f, j, *status);
-	syncobj_destroy(fz, f, j->syncobj);
+	fz_syncobj_destroy(fz, f, j->syncobj);
 	forget_job(f, i);
 	return true;
 }
@@ -703,6 +703,32 @@ static int bos_error(struct fz *fz, struct fz_file *f, const struct drm_rbln_sub
 }
 
 /*
+ * Makes @w, a wait of @f, one the driver refuses (rbln_sync_add_waits(),
+ * shared by SUBMIT and VM_BIND): a non-zero pad, a syncobj with no fence
+ * yet (made once into *@fresh, which the caller destroys), or an unknown
+ * handle. Returns the errno it must give.
+ */
+int fz_bad_wait(struct fz *fz, struct fz_file *f, struct drm_rbln_sync *w, uint32_t *fresh)
+{
+	memset(w, 0, sizeof(*w));
+	switch (fz_below(&fz->rng, 3)) {
+	case 0:
+		do {
+			w->handle = 1 + fz_below(&fz->rng, 1000);
+		} while (fz_syncobj_known(f, w->handle));
+		return ENOENT;
+	case 1:
+		if (!*fresh && !fz_file_gone(fz, f))
+			fz_syncobj_create(fz, f, fresh);
+		w->handle = *fresh;
+		return *fresh ? EINVAL : ENOENT;
+	default:
+		w->pad = 1 + fz_below(&fz->rng, 0xfffffffeu);
+		return EINVAL;
+	}
+}
+
+/*
  * SUBMIT with one or two things wrong. The driver checks in a known order
  * (rbln_accel.h's rules, then the queue, the objects, the signal, the
  * waits), so the final arguments say which error must come. The commands
@@ -713,7 +739,7 @@ void op_submit_bad(struct fz *fz)
 	struct fz_file *f = fz_file_for_op(fz);
 	struct drm_rbln_sync waits[1] = { { 0 } };
 	struct drm_rbln_submit a = { 0 };
-	int err, ret;
+	int err, ret, wait_err = 0;
 	uint32_t *handles, fresh = 0;
 	const struct fz_dev *d;
 	struct fz_errs ok;
@@ -790,21 +816,7 @@ void op_submit_bad(struct fz *fz)
 		default:
 			a.wait_count = 1;
 			a.waits = (uintptr_t)waits;
-			switch (fz_below(&fz->rng, 3)) {
-			case 0:
-				do {
-					waits[0].handle = 1 + fz_below(&fz->rng, 1000);
-				} while (fz_syncobj_known(f, waits[0].handle));
-				break;
-			case 1:	/* a syncobj with no fence yet */
-				if (!fresh && !fz_file_gone(fz, f))
-					syncobj_create(fz, f, &fresh);
-				waits[0].handle = fresh;
-				break;
-			default:
-				waits[0].pad = 1 + fz_below(&fz->rng, 0xfffffffeu);
-				break;
-			}
+			wait_err = fz_bad_wait(fz, f, &waits[0], &fresh);
 			break;
 		}
 	}
@@ -822,8 +834,8 @@ void op_submit_bad(struct fz *fz)
 			err = ENOENT;
 		else if (!err && a.wait_count && (const uint8_t *)(uintptr_t)a.waits == fz->bad_page)
 			err = EFAULT;
-		else if (!err && a.wait_count)	/* the pad first, then the syncobj and its fence */
-			err = waits[0].pad || (fresh && waits[0].handle == fresh) ? EINVAL : ENOENT;
+		else if (!err && a.wait_count)
+			err = wait_err;
 		ok = FZ_ERRS(err, ENOMEM);
 		/* Nothing wrong after all: its commands fault. */
 		if (!err)
@@ -841,7 +853,7 @@ void op_submit_bad(struct fz *fz)
 	if (ret == -ECANCELED)
 		f->banned = true;
 	if (fresh)
-		syncobj_destroy(fz, f, fresh);
+		fz_syncobj_destroy(fz, f, fresh);
 }
 
 /* Queues @s and waits for it: true if it succeeded. */

@@ -84,16 +84,7 @@ static void unbinds_seen(struct fz *fz, struct fz_file *f)
 
 static bool bind_timeline(struct fz *fz, struct fz_file *f)
 {
-	struct drm_syncobj_create args = { 0 };
-	int ret;
-
-	if (f->bind_syncobj)
-		return true;
-	ret = fz_ioctl(fz, f->fd, C_SYNCOBJ_CREATE, DRM_IOCTL_SYNCOBJ_CREATE, &args);
-	fz_check(fz, f, C_SYNCOBJ_CREATE, ret, FZ_ERRS(0, ENOMEM), "SYNCOBJ_CREATE");
-	if (!ret)
-		f->bind_syncobj = args.handle;
-	return !ret;
+	return f->bind_syncobj || !fz_syncobj_create(fz, f, &f->bind_syncobj);
 }
 
 /* --- VM_RESERVE, VM_RELEASE ------------------------------------------------------ */
@@ -610,43 +601,13 @@ void op_vm_unmap(struct fz *fz)
 /* Ways a wait list goes wrong, as in SUBMIT. */
 static void bad_wait(struct fz *fz, struct fz_file *f, struct bind *b)
 {
-	struct drm_rbln_sync *w;
-
 	if (fz_chance(&fz->rng, 25)) {
 		b->a.wait_count = 1 + fz_below(&fz->rng, 4);
 		b->a.waits = (uintptr_t)fz->bad_page;
 		b->wait_err = EFAULT;
 		return;
 	}
-	w = &b->waits[b->a.wait_count++];
-	memset(w, 0, sizeof(*w));
-	switch (fz_below(&fz->rng, 3)) {
-	case 0:
-		w->pad = 1 + fz_below(&fz->rng, 0xfffffffeu);
-		b->wait_err = EINVAL;
-		break;
-	case 1:
-		if (fz_file_gone(fz, f))
-			break;
-		if (!b->fresh) {
-			struct drm_syncobj_create c = { 0 };
-			int ret = fz_ioctl(fz, f->fd, C_SYNCOBJ_CREATE, DRM_IOCTL_SYNCOBJ_CREATE,
-					   &c);
-
-			fz_check(fz, f, C_SYNCOBJ_CREATE, ret, FZ_ERRS(0, ENOMEM),
-				 "SYNCOBJ_CREATE");
-			b->fresh = c.handle;
-		}
-		w->handle = b->fresh;
-		b->wait_err = b->fresh ? EINVAL : ENOENT;
-		break;
-	default:
-		do {
-			w->handle = 1 + fz_below(&fz->rng, 1000);
-		} while (fz_syncobj_known(f, w->handle));
-		b->wait_err = ENOENT;
-		break;
-	}
+	b->wait_err = fz_bad_wait(fz, f, &b->waits[b->a.wait_count++], &b->fresh);
 }
 
 /* VM_BIND with one or two things wrong; the model says which error comes. */
@@ -753,12 +714,8 @@ void op_vm_bind_bad(struct fz *fz)
 	snprintf(b.what, sizeof(b.what), "%s (bad)",
 		 a->op == RBLN_VM_BIND_MAP ? "map" : a->op == RBLN_VM_BIND_UNMAP ? "unmap" : "op");
 	do_bind(fz, f, &b);
-	if (b.fresh && !fz_file_gone(fz, f)) {
-		struct drm_syncobj_destroy d = { .handle = b.fresh };
-		int ret = fz_ioctl(fz, f->fd, C_SYNCOBJ_DESTROY, DRM_IOCTL_SYNCOBJ_DESTROY, &d);
-
-		fz_check(fz, f, C_SYNCOBJ_DESTROY, ret, FZ_ERRS(0), "SYNCOBJ_DESTROY");
-	}
+	if (b.fresh)
+		fz_syncobj_destroy(fz, f, b.fresh);
 }
 
 /* --- jobs in the bind range ---------------------------------------------------------- */
