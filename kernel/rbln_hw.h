@@ -5,16 +5,19 @@
  * Everything the driver knows about the device goes through this header: a
  * 32-bit register block reached by read/write accessors, command rings and
  * page tables in host memory the device reads by DMA, and an interrupt. The
- * emulated NPU in emu/ implements it in software; a PCI backend would
- * implement the same accessors with readl()/writel() on BAR0 and an MSI
- * handler, and nothing above it would change. The command ISA is in the
- * UAPI header rbln_isa.h, since userspace writes the commands.
+ * emulated NPU in emu/ implements it in software; the PCI backend
+ * (rbln_pci.c, docs/pci.md) implements the same accessors with
+ * readl()/writel() on BAR0 and MSI-X handlers, and nothing above it
+ * changes. The command ISA is in the UAPI header rbln_isa.h, since
+ * userspace writes the commands.
  */
 #ifndef __RBLN_HW_H__
 #define __RBLN_HW_H__
 
+#ifdef __KERNEL__
 #include <linux/bits.h>
 #include <linux/types.h>
+#endif	/* else rbln-npu-model's kcompat.h, included first */
 
 /* Register block, byte offsets. All registers are 32 bits wide. */
 #define RBLN_REG_CHIP_ID		0x000	/* RO: RBLN_CHIP_ID_* (UAPI) */
@@ -28,6 +31,7 @@
 #define RBLN_REG_ISA_CAPS		0x024	/* RO: RBLN_ISA_CAP_* (UAPI) */
 #define RBLN_REG_MAX_CMD_SIZE		0x028	/* RO: largest command buffer, bytes */
 #define RBLN_REG_IRQ_STATUS		0x030	/* RW1C: bit r: ring r has news */
+#define RBLN_REG_IRQ_MASK		0x034	/* RW: bit r: ring r raises no interrupt */
 #define RBLN_REG_CTX_TABLE_LO		0x038	/* RW: DMA address of the context table */
 #define RBLN_REG_CTX_TABLE_HI		0x03c
 #define RBLN_REG_INJECT			0x040	/* WO: RBLN_INJECT_*, emulator only */
@@ -40,6 +44,7 @@
 #define RBLN_REG_SERIAL_HI		0x064
 #define RBLN_REG_PEER_TABLE_LO		0x068	/* RW: DMA address of the peer table */
 #define RBLN_REG_PEER_TABLE_HI		0x06c
+#define RBLN_REG_FUNC_RESET		0x070	/* W: function reset; R: 1 until done */
 
 #define RBLN_HW_CFG_EMULATED		BIT(0)
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * rbln_emu.c - emulated NPUs: their bus, their lifetime, their registers
+ * rbln_emu.c - emulated NPUs in rbln.ko: their bus and their lifetime
  *
  * Devices are created by the emu_devices module parameter and, at run time,
  * by writing "ID [MEMORY_MIB]" to /sys/bus/rbln_emu/new_device; writing "ID"
@@ -20,13 +20,9 @@
 #include <linux/slab.h>
 #include <linux/sizes.h>
 
-#include <uapi/drm/rbln_accel.h>
-#include <uapi/drm/rbln_isa.h>
-
 #include "rbln_emu.h"
 #include "rbln_emu_internal.h"
 
-#define RBLN_EMU_HW_REV		((1 << 16) | 0)
 #define RBLN_EMU_MAX_ID		1023
 #define RBLN_EMU_MIN_MEM_MIB	4
 #define RBLN_EMU_MAX_MEM_MIB	(64 * 1024)
@@ -62,152 +58,42 @@ static DECLARE_COMPLETION(rbln_emu_all_released);
 /* Serials are never reused, not even across removals: peers tell them apart. */
 static atomic64_t rbln_emu_serials;
 
-static struct rbln_emu_dev *to_emu(struct device *dev)
+/**
+ * struct rbln_emu_kdev - an emulated NPU in rbln.ko
+ * @dev: its device on the rbln_emu bus; dev.id is the device's ID.
+ * @hw: what the driver holds; the register accessors.
+ * @list: link in rbln_emu_list.
+ * @irq_lock: serialises calls of the driver's handler.
+ * @dma_parms: what it can map in one segment: anything.
+ * @edev: the NPU itself.
+ */
+struct rbln_emu_kdev {
+	struct device dev;
+	struct rbln_hw hw;
+	struct list_head list;
+	spinlock_t irq_lock; /* serialises the driver's handler */
+	struct device_dma_parameters dma_parms;
+	struct rbln_emu_dev edev;
+};
+
+static struct rbln_emu_kdev *to_emu(struct device *dev)
 {
-	return container_of(dev, struct rbln_emu_dev, dev);
+	return container_of(dev, struct rbln_emu_kdev, dev);
 }
 
-static bool rbln_emu_ring_reg(u32 reg, unsigned int *ring, u32 *off)
+static struct rbln_emu_kdev *to_kdev(struct rbln_emu_dev *edev)
 {
-	if (reg < RBLN_RING_REG(0, 0) || reg >= RBLN_RING_REG(RBLN_EMU_NUM_RINGS, 0))
-		return false;
-	*ring = (reg - RBLN_RING_REG(0, 0)) / 0x40;
-	*off = (reg - RBLN_RING_REG(0, 0)) % 0x40;
-	return true;
+	return container_of(edev, struct rbln_emu_kdev, edev);
 }
 
 static u32 rbln_emu_read32(struct rbln_hw *hw, u32 reg)
 {
-	struct rbln_emu_dev *edev = container_of(hw, struct rbln_emu_dev, hw);
-	unsigned int ring;
-	u32 off;
-
-	if (!READ_ONCE(edev->present))
-		return RBLN_REG_DEAD;
-	if (rbln_emu_ring_reg(reg, &ring, &off))
-		return rbln_emu_ring_read(&edev->rings[ring], off);
-
-	switch (reg) {
-	case RBLN_REG_CHIP_ID:
-		return RBLN_CHIP_ID_EMULATED;
-	case RBLN_REG_HW_REV:
-		return RBLN_EMU_HW_REV;
-	case RBLN_REG_HW_CFG:
-		return RBLN_HW_CFG_EMULATED;
-	case RBLN_REG_DEV_INDEX:
-		return edev->dev.id;
-	case RBLN_REG_MEM_SIZE_LO:
-		return lower_32_bits(edev->mem_size);
-	case RBLN_REG_MEM_SIZE_HI:
-		return upper_32_bits(edev->mem_size);
-	case RBLN_REG_SCRATCH:
-		return READ_ONCE(edev->scratch);
-	case RBLN_REG_NUM_RINGS:
-		return RBLN_EMU_NUM_RINGS;
-	case RBLN_REG_ISA_CAPS:
-		return RBLN_ISA_CAP_DMA | RBLN_ISA_CAP_ELEMENTWISE | RBLN_ISA_CAP_REDUCE |
-		       RBLN_ISA_CAP_GEMM | RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_F32) |
-		       RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_F16) | RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_BF16) |
-		       RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_I32) | RBLN_ISA_CAP_DTYPE(RBLN_DTYPE_I8);
-	case RBLN_REG_MAX_CMD_SIZE:
-		return RBLN_EMU_MAX_CMD_SIZE;
-	case RBLN_REG_IRQ_STATUS:
-		return atomic_read(&edev->irq_status);
-	case RBLN_REG_CTX_TABLE_LO:
-		return lower_32_bits(READ_ONCE(edev->ctx_table));
-	case RBLN_REG_CTX_TABLE_HI:
-		return upper_32_bits(READ_ONCE(edev->ctx_table));
-	case RBLN_REG_MMU_INVALIDATE:
-		return rbln_emu_invalidate_busy(edev);
-	case RBLN_REG_SERIAL_LO:
-		return lower_32_bits(edev->serial);
-	case RBLN_REG_SERIAL_HI:
-		return upper_32_bits(edev->serial);
-	case RBLN_REG_PEER_TABLE_LO:
-		return lower_32_bits(READ_ONCE(edev->peer_table));
-	case RBLN_REG_PEER_TABLE_HI:
-		return upper_32_bits(READ_ONCE(edev->peer_table));
-	default:
-		/* Unimplemented registers read as zero, as on most silicon. */
-		return 0;
-	}
+	return rbln_emu_reg_read(&container_of(hw, struct rbln_emu_kdev, hw)->edev, reg);
 }
 
 static void rbln_emu_write32(struct rbln_hw *hw, u32 reg, u32 val)
 {
-	struct rbln_emu_dev *edev = container_of(hw, struct rbln_emu_dev, hw);
-	unsigned int ring;
-	u32 off;
-
-	if (!READ_ONCE(edev->present))
-		return;
-	if (rbln_emu_ring_reg(reg, &ring, &off)) {
-		rbln_emu_ring_write(&edev->rings[ring], off, val);
-		return;
-	}
-
-	switch (reg) {
-	case RBLN_REG_SCRATCH:
-		WRITE_ONCE(edev->scratch, val);
-		break;
-	case RBLN_REG_IRQ_STATUS:
-		atomic_andnot(val, &edev->irq_status);
-		break;
-	case RBLN_REG_CTX_TABLE_LO:
-		WRITE_ONCE(edev->ctx_table, (edev->ctx_table & GENMASK_ULL(63, 32)) | val);
-		break;
-	case RBLN_REG_CTX_TABLE_HI:
-		WRITE_ONCE(edev->ctx_table,
-			   (edev->ctx_table & GENMASK_ULL(31, 0)) | (u64)val << 32);
-		break;
-	case RBLN_REG_PEER_TABLE_LO:
-		WRITE_ONCE(edev->peer_table, (edev->peer_table & GENMASK_ULL(63, 32)) | val);
-		break;
-	case RBLN_REG_PEER_TABLE_HI:
-		WRITE_ONCE(edev->peer_table,
-			   (edev->peer_table & GENMASK_ULL(31, 0)) | (u64)val << 32);
-		break;
-	case RBLN_REG_MMU_INVALIDATE:
-		rbln_emu_invalidate_start(edev);
-		break;
-	case RBLN_REG_SCRUB_ADDR_LO:
-		edev->scrub_addr = (edev->scrub_addr & GENMASK_ULL(63, 32)) | val;
-		break;
-	case RBLN_REG_SCRUB_ADDR_HI:
-		edev->scrub_addr = (edev->scrub_addr & GENMASK_ULL(31, 0)) | (u64)val << 32;
-		break;
-	case RBLN_REG_SCRUB_SIZE_LO:
-		edev->scrub_size = (edev->scrub_size & GENMASK_ULL(63, 32)) | val;
-		break;
-	case RBLN_REG_SCRUB_SIZE_HI:
-		edev->scrub_size = (edev->scrub_size & GENMASK_ULL(31, 0)) | (u64)val << 32;
-		rbln_emu_dram_scrub(edev, edev->scrub_addr, edev->scrub_size);
-		break;
-	case RBLN_REG_INJECT:
-		atomic_or(val & (RBLN_INJECT_HANG | RBLN_INJECT_DMA_ERROR | RBLN_INJECT_FAULT),
-			  &edev->inject);
-		break;
-	default:
-		/* Writes to read-only or unimplemented registers are dropped. */
-		break;
-	}
-}
-
-/**
- * rbln_emu_raise_irq() - a ring has news for the driver
- * @edev: the device
- * @ring: the ring
- *
- * Sets the ring's IRQ_STATUS bit and calls the driver's handler, one call
- * at a time, like a threaded interrupt handler.
- */
-void rbln_emu_raise_irq(struct rbln_emu_dev *edev, unsigned int ring)
-{
-	atomic_or(BIT(ring), &edev->irq_status);
-	spin_lock(&edev->irq_lock);
-	if (READ_ONCE(edev->present) && edev->hw.irq)
-		edev->hw.irq(edev->hw.irq_data);
-	spin_unlock(&edev->irq_lock);
+	rbln_emu_reg_write(&container_of(hw, struct rbln_emu_kdev, hw)->edev, reg, val);
 }
 
 static const struct rbln_hw_ops rbln_emu_hw_ops = {
@@ -215,26 +101,46 @@ static const struct rbln_hw_ops rbln_emu_hw_ops = {
 	.write32 = rbln_emu_write32,
 };
 
-/**
- * rbln_emu_get_by_serial() - a device not being removed, for peer access
- * @serial: its SERIAL
- *
- * Return: the device with a reference the caller puts, or NULL.
+/*
+ * Every vector leads to the driver's one handler, called one at a time,
+ * like a threaded interrupt handler.
  */
+void rbln_emu_deliver_irq(struct rbln_emu_dev *edev, unsigned int vector)
+{
+	struct rbln_emu_kdev *kdev = to_kdev(edev);
+
+	spin_lock(&kdev->irq_lock);
+	if (READ_ONCE(edev->present) && kdev->hw.irq)
+		kdev->hw.irq(kdev->hw.irq_data);
+	spin_unlock(&kdev->irq_lock);
+}
+
+/* On this bus the device sits behind no IOMMU: a DMA address is physical. */
+void *rbln_emu_host_ptr(struct rbln_emu_dev *edev, u64 dma_addr, u32 len)
+{
+	return phys_to_virt(dma_addr);
+}
+
 struct rbln_emu_dev *rbln_emu_get_by_serial(u64 serial)
 {
-	struct rbln_emu_dev *edev, *found = NULL;
+	struct rbln_emu_kdev *kdev;
+	struct rbln_emu_dev *found = NULL;
 
 	spin_lock(&rbln_emu_list_lock);
-	list_for_each_entry(edev, &rbln_emu_list, list) {
-		if (edev->serial == serial && !READ_ONCE(edev->stopping)) {
-			found = edev;
-			get_device(&edev->dev);
+	list_for_each_entry(kdev, &rbln_emu_list, list) {
+		if (kdev->edev.serial == serial && !READ_ONCE(kdev->edev.stopping)) {
+			found = &kdev->edev;
+			get_device(&kdev->dev);
 			break;
 		}
 	}
 	spin_unlock(&rbln_emu_list_lock);
 	return found;
+}
+
+void rbln_emu_put(struct rbln_emu_dev *edev)
+{
+	put_device(&to_kdev(edev)->dev);
 }
 
 /**
@@ -251,11 +157,10 @@ struct rbln_hw *rbln_emu_hw(struct device *dev)
 
 static void rbln_emu_dev_release(struct device *dev)
 {
-	struct rbln_emu_dev *edev = to_emu(dev);
+	struct rbln_emu_kdev *kdev = to_emu(dev);
 
-	rbln_emu_cp_fini(edev);
-	rbln_emu_dram_free(edev);
-	kfree(edev);
+	rbln_emu_dev_fini(&kdev->edev);
+	kfree(kdev);
 	if (refcount_dec_and_test(&rbln_emu_live))
 		complete(&rbln_emu_all_released);
 }
@@ -267,7 +172,7 @@ static const struct device_type rbln_emu_dev_type = {
 
 static int rbln_emu_dev_new(unsigned int id, unsigned int mem_mib)
 {
-	struct rbln_emu_dev *edev;
+	struct rbln_emu_kdev *kdev;
 	int ret;
 
 	lockdep_assert_held(&rbln_emu_lock);
@@ -282,70 +187,59 @@ static int rbln_emu_dev_new(unsigned int id, unsigned int mem_mib)
 		return -EINVAL;
 	}
 
-	edev = kzalloc(sizeof(*edev), GFP_KERNEL);
-	if (!edev)
+	kdev = kzalloc(sizeof(*kdev), GFP_KERNEL);
+	if (!kdev)
 		return -ENOMEM;
 
 	ret = ida_alloc_range(&rbln_emu_ids, id, id, GFP_KERNEL);
 	if (ret < 0) {
-		kfree(edev);
+		kfree(kdev);
 		return ret == -ENOSPC ? -EEXIST : ret;
 	}
 
-	edev->hw.ops = &rbln_emu_hw_ops;
-	edev->hw.dma_dev = &edev->dev;
-	edev->mem_size = (u64)mem_mib * SZ_1M;
-	edev->serial = atomic64_inc_return(&rbln_emu_serials);
-	edev->present = true;
-	spin_lock_init(&edev->irq_lock);
-	xa_init(&edev->dram);
-	edev->dev.id = id;
-	edev->dev.bus = &rbln_emu_bus_type;
-	edev->dev.type = &rbln_emu_dev_type;
-	device_initialize(&edev->dev);
+	kdev->hw.ops = &rbln_emu_hw_ops;
+	kdev->hw.dma_dev = &kdev->dev;
+	spin_lock_init(&kdev->irq_lock);
+	kdev->dev.id = id;
+	kdev->dev.bus = &rbln_emu_bus_type;
+	kdev->dev.type = &rbln_emu_dev_type;
+	device_initialize(&kdev->dev);
 	refcount_inc(&rbln_emu_live);
 
 	/* It masters DMA with 64-bit addresses and no IOMMU, like a PCIe NPU. */
-	edev->dev.dma_mask = &edev->dev.coherent_dma_mask;
-	edev->dev.dma_parms = &edev->dma_parms;
-	dma_set_max_seg_size(&edev->dev, UINT_MAX);
-	ret = dma_coerce_mask_and_coherent(&edev->dev, DMA_BIT_MASK(64));
+	kdev->dev.dma_mask = &kdev->dev.coherent_dma_mask;
+	kdev->dev.dma_parms = &kdev->dma_parms;
+	dma_set_max_seg_size(&kdev->dev, UINT_MAX);
+	ret = rbln_emu_dev_init(&kdev->edev, id, (u64)mem_mib * SZ_1M,
+				atomic64_inc_return(&rbln_emu_serials));
 	if (!ret)
-		ret = rbln_emu_cp_init(edev);
+		ret = dma_coerce_mask_and_coherent(&kdev->dev, DMA_BIT_MASK(64));
 	if (!ret)
-		ret = dev_set_name(&edev->dev, "rbln_emu%u", id);
+		ret = dev_set_name(&kdev->dev, "rbln_emu%u", id);
 	if (!ret)
-		ret = device_add(&edev->dev);
+		ret = device_add(&kdev->dev);
 	if (ret) {
 		ida_free(&rbln_emu_ids, id);
-		put_device(&edev->dev);
+		put_device(&kdev->dev);
 		return ret;
 	}
 
 	spin_lock(&rbln_emu_list_lock);
-	list_add_tail(&edev->list, &rbln_emu_list);
+	list_add_tail(&kdev->list, &rbln_emu_list);
 	spin_unlock(&rbln_emu_list_lock);
 	return 0;
 }
 
-static void rbln_emu_dev_del(struct rbln_emu_dev *edev)
+static void rbln_emu_dev_del(struct rbln_emu_kdev *kdev)
 {
 	lockdep_assert_held(&rbln_emu_lock);
 
 	spin_lock(&rbln_emu_list_lock);
-	list_del(&edev->list);
+	list_del(&kdev->list);
 	spin_unlock(&rbln_emu_list_lock);
-	/*
-	 * As silicon falling off the bus: from the moment its registers read
-	 * dead, it touches no memory. So first no access may start, then
-	 * those under way end, and only then do the registers die.
-	 */
-	WRITE_ONCE(edev->stopping, true);
-	rbln_emu_drain_accesses(edev);
-	WRITE_ONCE(edev->present, false);
-	rbln_emu_cp_stop(edev);
-	ida_free(&rbln_emu_ids, edev->dev.id);
-	device_unregister(&edev->dev);
+	rbln_emu_dev_stop(&kdev->edev);
+	ida_free(&rbln_emu_ids, kdev->dev.id);
+	device_unregister(&kdev->dev);
 }
 
 static ssize_t new_device_store(const struct bus_type *bus, const char *buf,
@@ -372,7 +266,7 @@ static BUS_ATTR_WO(new_device);
 static ssize_t del_device_store(const struct bus_type *bus, const char *buf,
 				size_t count)
 {
-	struct rbln_emu_dev *edev;
+	struct rbln_emu_kdev *kdev;
 	unsigned int id;
 	int ret;
 
@@ -384,9 +278,9 @@ static ssize_t del_device_store(const struct bus_type *bus, const char *buf,
 
 	mutex_lock(&rbln_emu_lock);
 	ret = rbln_emu_enabled ? -ENOENT : -ENODEV;
-	list_for_each_entry(edev, &rbln_emu_list, list) {
-		if (rbln_emu_enabled && edev->dev.id == id) {
-			rbln_emu_dev_del(edev);
+	list_for_each_entry(kdev, &rbln_emu_list, list) {
+		if (rbln_emu_enabled && kdev->dev.id == id) {
+			rbln_emu_dev_del(kdev);
 			ret = 0;
 			break;
 		}
@@ -454,12 +348,12 @@ int rbln_emu_add_initial(void)
  */
 void rbln_emu_remove_all(void)
 {
-	struct rbln_emu_dev *edev, *tmp;
+	struct rbln_emu_kdev *kdev, *tmp;
 
 	mutex_lock(&rbln_emu_lock);
 	rbln_emu_enabled = false;
-	list_for_each_entry_safe(edev, tmp, &rbln_emu_list, list)
-		rbln_emu_dev_del(edev);
+	list_for_each_entry_safe(kdev, tmp, &rbln_emu_list, list)
+		rbln_emu_dev_del(kdev);
 	mutex_unlock(&rbln_emu_lock);
 }
 

@@ -12,11 +12,6 @@
  * entries.
  */
 
-#include <linux/ktime.h>
-#include <linux/sched.h>
-#include <linux/slab.h>
-#include <linux/vmalloc.h>
-
 #include "rbln_emu_internal.h"
 
 /**
@@ -88,6 +83,15 @@ static void rbln_emu_ring_do_reset(struct rbln_emu_ring *ring)
 	ring->head = 0;
 	ring->tail = 0;
 	ring->fault_info = 0;
+	if (ring->power_on) {
+		ring->base = 0;
+		ring->fence = 0;
+		ring->enabled = false;
+		ring->fault_addr = 0;
+		ring->fault_seqno = 0;
+		ring->busy_ns = 0;
+		ring->power_on = false;
+	}
 	WRITE_ONCE(ring->reset, false);
 }
 
@@ -95,8 +99,8 @@ static void rbln_emu_ring_work(struct work_struct *work)
 {
 	struct rbln_emu_ring *ring = container_of(work, struct rbln_emu_ring, work);
 	struct rbln_emu_dev *edev = ring->edev;
-	struct rbln_ring_entry *slot, entry;
-	u64 fault_addr, start, busy, last_irq = ktime_get_ns();
+	u64 slot, fault_addr, start, busy, last_irq = ktime_get_ns();
+	struct rbln_ring_entry entry;
 	unsigned int moderated = 0;
 	u32 head;
 	int ret;
@@ -109,15 +113,21 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		if (!ring->enabled || READ_ONCE(edev->stopping) || head == ring->tail) {
 			spin_unlock(&ring->lock);
 			if (moderated)
-				rbln_emu_raise_irq(edev, ring->index);
+				rbln_emu_raise_irq(edev, ring->index, false);
 			return;
 		}
-		slot = (struct rbln_ring_entry *)rbln_emu_host_ptr(ring->base) + head;
+		slot = ring->base + head * sizeof(entry);
 		spin_unlock(&ring->lock);
 
-		memcpy(&entry, slot, sizeof(entry));
 		start = ktime_get_ns();
-		ret = rbln_emu_run_entry(ring, &entry, &fault_addr);
+		ret = rbln_emu_host_read(ring, slot, &entry, sizeof(entry));
+		if (ret > 0) {
+			/* The ring itself is out of reach: the entry faults. */
+			memset(&entry, 0, sizeof(entry));
+			fault_addr = slot;
+		} else if (!ret) {
+			ret = rbln_emu_run_entry(ring, &entry, &fault_addr);
+		}
 		busy = ktime_get_ns() - start;
 
 		if (ret > 0) {
@@ -126,7 +136,7 @@ static void rbln_emu_ring_work(struct work_struct *work)
 			ring->fault_addr = fault_addr;
 			ring->fault_seqno = entry.seqno;
 			spin_unlock(&ring->lock);
-			rbln_emu_raise_irq(edev, ring->index);
+			rbln_emu_raise_irq(edev, ring->index, true);
 			wait_event_idle(ring->wq, rbln_emu_fault_acked(ring));
 		}
 
@@ -140,9 +150,10 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		ring->head = (head + 1) % RBLN_RING_ENTRIES;
 		spin_unlock(&ring->lock);
 
-		WRITE_ONCE(slot->busy_ns, busy);
+		rbln_emu_host_write(ring, slot + offsetof(struct rbln_ring_entry, busy_ns),
+				    &busy, sizeof(busy));
 		/* The fence is the last thing the driver reads of the entry. */
-		smp_store_release((u64 *)rbln_emu_host_ptr(ring->fence), entry.seqno);
+		rbln_emu_host_write_fence(ring, READ_ONCE(ring->fence), entry.seqno);
 		/*
 		 * Interrupt moderation: one interrupt covers every entry done
 		 * so far, so raise it when the ring drains or every few
@@ -151,7 +162,7 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		 */
 		if (++moderated >= RBLN_EMU_IRQ_BATCH || READ_ONCE(ring->tail) == ring->head ||
 		    start + busy - last_irq >= RBLN_EMU_IRQ_DELAY_NS) {
-			rbln_emu_raise_irq(edev, ring->index);
+			rbln_emu_raise_irq(edev, ring->index, false);
 			last_irq = ktime_get_ns();
 			moderated = 0;
 		}
@@ -269,8 +280,7 @@ int rbln_emu_cp_init(struct rbln_emu_dev *edev)
 {
 	unsigned int r, b;
 
-	edev->wq = alloc_workqueue("rbln_emu%d", WQ_UNBOUND, RBLN_EMU_NUM_RINGS,
-				   edev->dev.id);
+	edev->wq = alloc_workqueue("rbln_emu%u", WQ_UNBOUND, RBLN_EMU_NUM_RINGS, edev->index);
 	if (!edev->wq)
 		return -ENOMEM;
 
@@ -292,6 +302,21 @@ int rbln_emu_cp_init(struct rbln_emu_dev *edev)
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+/**
+ * rbln_emu_ring_power_on() - start a function reset of @ring
+ * @ring: the ring
+ *
+ * As a RESET write, and the command processor also clears the ring's
+ * registers once what ran has stopped; RESET reads 1 until then.
+ */
+void rbln_emu_ring_power_on(struct rbln_emu_ring *ring)
+{
+	spin_lock(&ring->lock);
+	ring->power_on = true;
+	spin_unlock(&ring->lock);
+	rbln_emu_ring_write(ring, RBLN_RING_RESET, 1);
 }
 
 /*

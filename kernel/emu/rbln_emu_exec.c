@@ -10,17 +10,8 @@
  * packet and between chunks and tiles: no packet runs for long unchecked.
  */
 
-#include <linux/bits.h>
-#include <linux/fpu.h>
-#include <linux/minmax.h>
-#include <linux/overflow.h>
-#include <linux/sched.h>
-#include <linux/string.h>
-
-#include <uapi/drm/rbln_isa.h>
-
-#include "rbln_emu_alu.h"
 #include "rbln_emu_internal.h"
+#include "rbln_emu_alu.h"
 
 #define GEMM_TM		32
 #define GEMM_TN		32

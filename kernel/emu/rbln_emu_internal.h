@@ -2,20 +2,22 @@
 /*
  * rbln_emu_internal.h - the emulated NPU's own state, shared by its units
  *
- * Nothing outside emu/ includes this: the driver sees only rbln_hw.h.
+ * The NPU lives in two homes built from these same units: inside rbln.ko,
+ * on the rbln_emu bus (rbln_emu.c), and in rbln-npu-model, a process that
+ * presents it as a PCI function over vfio-user (tools/rbln-npu-model/). A
+ * home owns a struct rbln_emu_dev, forwards register accesses to
+ * rbln_emu_reg_read()/rbln_emu_reg_write() and provides the few functions
+ * declared at the end, which is all the NPU knows of where it runs. The
+ * driver sees neither: only rbln_hw.h.
  */
 #ifndef __RBLN_EMU_INTERNAL_H__
 #define __RBLN_EMU_INTERNAL_H__
 
-#include <linux/device.h>
-#include <linux/spinlock.h>
-#include <linux/wait.h>
-#include <linux/workqueue.h>
-#include <linux/xarray.h>
-
+#include "rbln_emu_port.h"
 #include "../rbln_hw.h"
 
 #define RBLN_EMU_NUM_RINGS	4
+#define RBLN_EMU_FAULT_VECTOR	RBLN_EMU_NUM_RINGS	/* interrupt vector of faults */
 #define RBLN_EMU_MAX_CMD_SIZE	(256 * 1024)
 
 /* What executing a command buffer ended with, besides RBLN_FAULT_*. */
@@ -41,6 +43,8 @@ struct rbln_emu_dev;
  * @enabled: RING_ENABLE.
  * @reset: RING_RESET: a reset is asked for and not done. Read without
  *	the lock by the command processor's checks.
+ * @power_on: the reset asked for is a function reset: it also clears the
+ *	ring's registers.
  * @fault_info: RING_FAULT_INFO, RBLN_FAULT_VALID while unacknowledged.
  * @fault_addr: RING_FAULT_ADDR.
  * @fault_seqno: RING_FAULT_SEQNO.
@@ -63,6 +67,7 @@ struct rbln_emu_ring {
 	u32 tail;
 	bool enabled;
 	bool reset;
+	bool power_on;
 	u32 fault_info;
 	u64 fault_addr;
 	u64 fault_seqno;
@@ -83,9 +88,7 @@ struct rbln_emu_ring {
 
 /**
  * struct rbln_emu_dev - one emulated NPU
- * @dev: its device on the rbln_emu bus; dev.id is the device's ID.
- * @hw: what the driver holds; the register accessors.
- * @list: link in the list of devices, under the bus lock.
+ * @index: DEV_INDEX, its ID on its bus.
  * @mem_size: device memory capacity, bytes; fixed at creation.
  * @present: false once removed: registers read as RBLN_REG_DEAD. By
  *	then no access is in flight and none starts.
@@ -98,16 +101,13 @@ struct rbln_emu_ring {
  * @scrub_size: SCRUB_SIZE register.
  * @inject: pending RBLN_INJECT_* test hooks.
  * @irq_status: IRQ_STATUS register.
- * @irq_lock: serialises interrupt delivery.
+ * @irq_mask: IRQ_MASK register.
  * @dram: device memory pages by page number, allocated on first write.
- * @dma_parms: what it can map in one segment: anything.
  * @wq: runs the command processors, one work item per ring.
  * @rings: the command rings.
  */
 struct rbln_emu_dev {
-	struct device dev;
-	struct rbln_hw hw;
-	struct list_head list;
+	u32 index;
 	u64 mem_size;
 	bool present;
 	bool stopping;
@@ -119,16 +119,20 @@ struct rbln_emu_dev {
 	u64 scrub_size;
 	atomic_t inject;
 	atomic_t irq_status;
-	spinlock_t irq_lock; /* serialises the driver's handler */
+	atomic_t irq_mask;
 	struct xarray dram;
-	struct device_dma_parameters dma_parms;
 	struct workqueue_struct *wq;
 	struct rbln_emu_ring rings[RBLN_EMU_NUM_RINGS];
 };
 
-/* rbln_emu.c */
-struct rbln_emu_dev *rbln_emu_get_by_serial(u64 serial);
-void rbln_emu_raise_irq(struct rbln_emu_dev *edev, unsigned int ring);
+/* rbln_emu_dev.c: registers and lifetime */
+int rbln_emu_dev_init(struct rbln_emu_dev *edev, u32 index, u64 mem_size, u64 serial);
+void rbln_emu_dev_stop(struct rbln_emu_dev *edev);
+void rbln_emu_dev_fini(struct rbln_emu_dev *edev);
+u32 rbln_emu_reg_read(struct rbln_emu_dev *edev, u32 reg);
+void rbln_emu_reg_write(struct rbln_emu_dev *edev, u32 reg, u32 val);
+void rbln_emu_raise_irq(struct rbln_emu_dev *edev, unsigned int ring, bool fault);
+void rbln_emu_quiesce(struct rbln_emu_dev *edev);
 
 /* rbln_emu_cp.c */
 int rbln_emu_cp_init(struct rbln_emu_dev *edev);
@@ -136,6 +140,7 @@ void rbln_emu_cp_stop(struct rbln_emu_dev *edev);
 void rbln_emu_cp_fini(struct rbln_emu_dev *edev);
 u32 rbln_emu_ring_read(struct rbln_emu_ring *ring, u32 off);
 void rbln_emu_ring_write(struct rbln_emu_ring *ring, u32 off, u32 val);
+void rbln_emu_ring_power_on(struct rbln_emu_ring *ring);
 bool rbln_emu_ring_stopped(struct rbln_emu_ring *ring);
 
 /* rbln_emu_mem.c: the memory system as seen from one context of a ring */
@@ -157,9 +162,31 @@ int rbln_emu_copy(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len);
 int rbln_emu_fill(struct rbln_emu_ctx *ctx, u64 dst, u32 pattern, u64 len);
 void rbln_emu_dram_free(struct rbln_emu_dev *edev);
 void rbln_emu_dram_scrub(struct rbln_emu_dev *edev, u64 addr, u64 size);
-void *rbln_emu_host_ptr(u64 dma_addr);
+int rbln_emu_host_read(struct rbln_emu_ring *ring, u64 dma_addr, void *buf, u32 len);
+int rbln_emu_host_write(struct rbln_emu_ring *ring, u64 dma_addr, const void *buf, u32 len);
+int rbln_emu_host_write_fence(struct rbln_emu_ring *ring, u64 dma_addr, u64 seqno);
 
 /* rbln_emu_exec.c: the packets */
 int rbln_emu_exec(struct rbln_emu_ctx *ctx, u64 cmd_va, const void *cmd, u32 size);
+
+/*
+ * Provided by the home.
+ *
+ * rbln_emu_host_ptr() - where the bytes at a DMA address are, for an
+ * access of @len bytes that does not cross a page; NULL when the address
+ * reaches no host memory. Called only inside an access section (see
+ * rbln_emu_mem.c), and the pointer is dropped before the section ends.
+ *
+ * rbln_emu_get_by_serial() - the device with that SERIAL, for peer access,
+ * held; NULL if none is reachable or it is being removed.
+ * rbln_emu_put() - drops what rbln_emu_get_by_serial() held.
+ *
+ * rbln_emu_deliver_irq() - raise interrupt vector @vector: a ring's index,
+ * or RBLN_EMU_FAULT_VECTOR. May be called from any command processor.
+ */
+void *rbln_emu_host_ptr(struct rbln_emu_dev *edev, u64 dma_addr, u32 len);
+struct rbln_emu_dev *rbln_emu_get_by_serial(u64 serial);
+void rbln_emu_put(struct rbln_emu_dev *edev);
+void rbln_emu_deliver_irq(struct rbln_emu_dev *edev, unsigned int vector);
 
 #endif /* __RBLN_EMU_INTERNAL_H__ */

@@ -7,8 +7,8 @@
  * zeros. Every access of a command goes through the MMU, which walks the
  * context's page tables in host memory (rbln_hw.h) and faults on a missing
  * translation or a write to a read-only page. Host memory is reached by its
- * DMA address: the emulated device sits behind no IOMMU, so a DMA address
- * is a physical address.
+ * DMA address, through the home's rbln_emu_host_ptr(); an address that
+ * reaches no memory fails the access with RBLN_FAULT_DMA.
  *
  * A translation lives for one access: one run of bytes within a page,
  * walked, used and forgotten inside an access section of its ring. That is
@@ -16,19 +16,7 @@
  * once it reads 0: it waits for the sections open when it was written.
  */
 
-#include <linux/bitfield.h>
-#include <linux/highmem.h>
-#include <linux/io.h>
-#include <linux/minmax.h>
-#include <linux/slab.h>
-#include <linux/string.h>
-
 #include "rbln_emu_internal.h"
-
-void *rbln_emu_host_ptr(u64 dma_addr)
-{
-	return phys_to_virt(dma_addr);
-}
 
 /* The DRAM page @pfn of @edev; NULL when never written and !@write. */
 static void *rbln_emu_dram_page(struct rbln_emu_dev *edev, u64 pfn, bool write)
@@ -138,7 +126,7 @@ static int rbln_emu_access_begin(struct rbln_emu_ctx *ctx)
 static void rbln_emu_access_end(struct rbln_emu_ctx *ctx)
 {
 	if (ctx->peer) {
-		put_device(&ctx->peer->dev);
+		rbln_emu_put(ctx->peer);
 		ctx->peer = NULL;
 	}
 	/* Every byte of the access is done before the section reads closed. */
@@ -189,6 +177,59 @@ void rbln_emu_drain_accesses(struct rbln_emu_dev *edev)
 			cond_resched();
 }
 
+/*
+ * Host memory the command processor reads and writes for itself (ring
+ * entries, fences), each access in a section of its own like those of
+ * commands, so that MMU_INVALIDATE and removal cover them too.
+ */
+static int rbln_emu_host_access(struct rbln_emu_ring *ring, u64 dma_addr, void *buf,
+				u32 len, bool write, bool fence)
+{
+	struct rbln_emu_ctx ctx = { .ring = ring, .edev = ring->edev };
+	void *ptr;
+	int ret;
+
+	ret = rbln_emu_access_begin(&ctx);
+	if (ret)
+		return ret;
+	ptr = rbln_emu_host_ptr(ring->edev, dma_addr, len);
+	if (!ptr)
+		ret = RBLN_FAULT_DMA;
+	else if (fence)
+		/* Pairs with the driver's read of the fence before the results. */
+		smp_store_release((u64 *)ptr, *(u64 *)buf);
+	else if (write)
+		memcpy(ptr, buf, len);
+	else
+		memcpy(buf, ptr, len);
+	rbln_emu_access_end(&ctx);
+	return ret;
+}
+
+int rbln_emu_host_read(struct rbln_emu_ring *ring, u64 dma_addr, void *buf, u32 len)
+{
+	return rbln_emu_host_access(ring, dma_addr, buf, len, false, false);
+}
+
+int rbln_emu_host_write(struct rbln_emu_ring *ring, u64 dma_addr, const void *buf, u32 len)
+{
+	return rbln_emu_host_access(ring, dma_addr, (void *)buf, len, true, false);
+}
+
+/* Writes @seqno with release semantics: everything before it is seen first. */
+int rbln_emu_host_write_fence(struct rbln_emu_ring *ring, u64 dma_addr, u64 seqno)
+{
+	return rbln_emu_host_access(ring, dma_addr, &seqno, sizeof(seqno), true, true);
+}
+
+/* One u64 of a table in host memory, inside an access section; 0 if out of reach. */
+static u64 rbln_emu_host_u64(struct rbln_emu_dev *edev, u64 table, unsigned int index)
+{
+	u64 *entry = rbln_emu_host_ptr(edev, table + index * sizeof(u64), sizeof(u64));
+
+	return entry ? READ_ONCE(*entry) : 0;
+}
+
 /* The device a peer slot of @edev reaches, held, or NULL. */
 static struct rbln_emu_dev *rbln_emu_peer(struct rbln_emu_dev *edev, unsigned int slot)
 {
@@ -196,7 +237,7 @@ static struct rbln_emu_dev *rbln_emu_peer(struct rbln_emu_dev *edev, unsigned in
 
 	if (!table || slot >= RBLN_MAX_PEERS)
 		return NULL;
-	serial = READ_ONCE(((u64 *)rbln_emu_host_ptr(table))[slot]);
+	serial = rbln_emu_host_u64(edev, table, slot);
 	return serial ? rbln_emu_get_by_serial(serial) : NULL;
 }
 
@@ -211,8 +252,8 @@ static struct rbln_emu_dev *rbln_emu_peer(struct rbln_emu_dev *edev, unsigned in
 static int rbln_emu_translate(struct rbln_emu_ctx *ctx, u64 va, u64 len, bool write,
 			      void **ptr, u64 *run)
 {
-	u64 *ctx_table = rbln_emu_host_ptr(READ_ONCE(ctx->edev->ctx_table));
-	u64 entry = READ_ONCE(ctx_table[ctx->index]), offset = va & (PAGE_SIZE - 1);
+	u64 entry = rbln_emu_host_u64(ctx->edev, READ_ONCE(ctx->edev->ctx_table), ctx->index);
+	u64 offset = va & (PAGE_SIZE - 1);
 	struct rbln_emu_dev *owner = ctx->edev;
 	int level;
 	void *page;
@@ -225,10 +266,9 @@ static int rbln_emu_translate(struct rbln_emu_ctx *ctx, u64 va, u64 len, bool wr
 	if (va >> 48)
 		goto unmapped;
 	for (level = RBLN_PT_LEVELS - 1; level >= 0; level--) {
-		u64 *table = rbln_emu_host_ptr(entry & RBLN_PTE_ADDR_MASK);
 		unsigned int idx = (va >> (12 + 9 * level)) & (RBLN_PT_ENTRIES - 1);
 
-		entry = READ_ONCE(table[idx]);
+		entry = rbln_emu_host_u64(ctx->edev, entry & RBLN_PTE_ADDR_MASK, idx);
 		if (!(entry & RBLN_PTE_VALID))
 			goto unmapped;
 	}
@@ -239,8 +279,11 @@ static int rbln_emu_translate(struct rbln_emu_ctx *ctx, u64 va, u64 len, bool wr
 
 	*run = min(len, PAGE_SIZE - offset);
 	if (entry & RBLN_PTE_SYSTEM) {
-		*ptr = rbln_emu_host_ptr((entry & RBLN_PTE_ADDR_MASK) + offset);
-		return 0;
+		*ptr = rbln_emu_host_ptr(ctx->edev, (entry & RBLN_PTE_ADDR_MASK) + offset, *run);
+		if (*ptr)
+			return 0;
+		ctx->fault_addr = va;
+		return RBLN_FAULT_DMA;
 	}
 	if (entry & RBLN_PTE_PEER) {
 		/* Held until the access ends: its DRAM stays while we touch it. */
@@ -381,7 +424,7 @@ static int rbln_emu_copy_run(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len
 			memset(d, 0, *run);
 	}
 	if (src_peer)
-		put_device(&src_peer->dev);
+		rbln_emu_put(src_peer);
 	rbln_emu_access_end(ctx);
 	return ret;
 }
@@ -389,7 +432,7 @@ static int rbln_emu_copy_run(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len
 int rbln_emu_copy(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len)
 {
 	int ret = rbln_emu_check_range(ctx, src, len) ?: rbln_emu_check_range(ctx, dst, len);
-	u64 run;
+	u64 run = 0;
 
 	while (!ret && len) {
 		ret = rbln_emu_copy_run(ctx, dst, src, len, &run);
