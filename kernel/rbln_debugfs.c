@@ -4,8 +4,9 @@
  *
  * bos: every open file of the device with the buffer objects in its address
  * space: address, size, placement, device permissions.
- * inject: write "hang", "dma" or "fault" and the device's next job hangs,
- * fails its next DMA, or faults: the recovery paths on demand.
+ * inject: write "hang", "dma", "fault" or "stuck" and the device's next job
+ * hangs, fails its next DMA, faults, or hangs so that its ring cannot be
+ * reset: the recovery paths on demand.
  */
 
 #include <linux/debugfs.h>
@@ -56,6 +57,7 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 		{ "hang", RBLN_INJECT_HANG },
 		{ "dma", RBLN_INJECT_DMA_ERROR },
 		{ "fault", RBLN_INJECT_FAULT },
+		{ "stuck", RBLN_INJECT_STUCK },
 	};
 	struct rbln_device *rdev = f->private_data;
 	char buf[16];

@@ -4,6 +4,7 @@
  */
 
 #include <linux/device.h>
+#include <linux/iopoll.h>
 #include <linux/module.h>
 #include <linux/slab.h>
 
@@ -201,27 +202,57 @@ static int rbln_hw_identify(struct rbln_device *rdev)
 	return 0;
 }
 
+/*
+ * Stops whatever the function runs, and waits until it has: at probe, for
+ * what a previous driver left behind, and when the driver lets go of a
+ * device that may still run (an unbind), since nothing of its jobs may
+ * touch memory once they are failed and freed. A device already gone reads
+ * all-ones.
+ */
+static void rbln_hw_stop(struct rbln_device *rdev)
+{
+	u32 busy;
+
+	rbln_hw_write(rdev->hw, RBLN_REG_FUNC_RESET, 1);
+	read_poll_timeout(rbln_hw_read, busy, busy != 1, 50, 0, false, rdev->hw,
+			  RBLN_REG_FUNC_RESET);
+}
+
 /**
- * rbln_device_probe() - bring up one NPU and publish its accel node
+ * rbln_device_alloc() - the DRM device of one NPU on @parent
  * @parent: the bus device
- * @hw: its hardware
  *
  * Memory is device-managed: it goes when @parent is unbound, or when the
- * last open file closes, whichever is later.
+ * last open file closes, whichever is later. A backend whose state must
+ * live as long keeps it in drmm_ memory of the result.
+ *
+ * Return: the device, or an ERR_PTR().
+ */
+struct rbln_device *rbln_device_alloc(struct device *parent)
+{
+	struct rbln_device *rdev;
+
+	rdev = devm_drm_dev_alloc(parent, &rbln_drm_driver, struct rbln_device, drm);
+	if (!IS_ERR(rdev))
+		dev_set_drvdata(parent, rdev);
+	return rdev;
+}
+
+/**
+ * rbln_device_init() - bring up one NPU and publish its accel node
+ * @rdev: from rbln_device_alloc()
+ * @hw: its hardware, valid as long as @rdev; its interrupt must be able
+ *	to reach hw->irq from now on.
  *
  * Return: 0 or a negative errno.
  */
-static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
+int rbln_device_init(struct rbln_device *rdev, struct rbln_hw *hw)
 {
-	struct rbln_device *rdev;
 	int ret;
 
-	rdev = devm_drm_dev_alloc(parent, &rbln_drm_driver, struct rbln_device, drm);
-	if (IS_ERR(rdev))
-		return PTR_ERR(rdev);
 	rdev->hw = hw;
-	dev_set_drvdata(parent, rdev);
-
+	/* Whatever a previous driver left running stops before anything is set up. */
+	rbln_hw_stop(rdev);
 	ret = rbln_hw_identify(rdev);
 	if (ret)
 		return ret;
@@ -244,25 +275,53 @@ static int rbln_device_probe(struct device *parent, struct rbln_hw *hw)
 	return 0;
 }
 
-/*
+/**
+ * rbln_device_unplug() - the NPU is gone, or its driver is unbound
+ * @rdev: the device
+ *
  * Unplug rather than unregister: files may still be open. From here on
- * every ioctl fails with -ENODEV, every job in flight or queued fails with
- * -ENODEV, other devices' imports of its memory reach nothing, and the
- * device's memory lives until the last file closes.
+ * every ioctl fails with -ENODEV, the device is stopped, every job in
+ * flight or queued fails with -ENODEV, other devices' imports of its
+ * memory reach nothing, and the device's memory lives until the last file
+ * closes.
  */
-static int rbln_device_remove(struct device *parent)
+void rbln_device_unplug(struct rbln_device *rdev)
 {
-	struct rbln_device *rdev = dev_get_drvdata(parent);
-
 	drm_dev_unplug(&rdev->drm);
 	rbln_peer_unregister(rdev);
+	rbln_hw_stop(rdev);
 	rbln_job_unplug(rdev);
-	return 0;
+}
+
+/**
+ * rbln_device_lost() - the device's registers read all-ones
+ * @rdev: the device
+ *
+ * It fell off its bus, and the bus did not tell: have the backend unbind
+ * it, which unplugs it as a removal does. Any context.
+ */
+void rbln_device_lost(struct rbln_device *rdev)
+{
+	if (atomic_xchg(&rdev->lost, 1))
+		return;
+	drm_err(&rdev->drm, "the device is gone: its registers read all-ones\n");
+	if (rdev->hw->ops->lost)
+		rdev->hw->ops->lost(rdev->hw);
 }
 
 static int rbln_emu_probe(struct device *dev)
 {
-	return rbln_device_probe(dev, rbln_emu_hw(dev));
+	struct rbln_device *rdev = rbln_device_alloc(dev);
+
+	if (IS_ERR(rdev))
+		return PTR_ERR(rdev);
+	return rbln_device_init(rdev, rbln_emu_hw(dev));
+}
+
+static int rbln_emu_remove(struct device *dev)
+{
+	rbln_device_unplug(dev_get_drvdata(dev));
+	return 0;
 }
 
 static struct device_driver rbln_emu_driver = {
@@ -270,7 +329,7 @@ static struct device_driver rbln_emu_driver = {
 	.bus = &rbln_emu_bus_type,
 	.owner = THIS_MODULE,
 	.probe = rbln_emu_probe,
-	.remove = rbln_device_remove,
+	.remove = rbln_emu_remove,
 	.dev_groups = rbln_dev_groups,
 };
 
@@ -290,6 +349,10 @@ static int __init rbln_init(void)
 	if (ret)
 		goto err_driver;
 
+	ret = rbln_pci_register();
+	if (ret)
+		goto err_driver;
+
 	return 0;
 
 err_driver:
@@ -302,6 +365,7 @@ err_emu:
 
 static void __exit rbln_exit(void)
 {
+	rbln_pci_unregister();
 	rbln_emu_remove_all();
 	driver_unregister(&rbln_emu_driver);
 	rbln_emu_exit();
@@ -310,6 +374,6 @@ static void __exit rbln_exit(void)
 module_init(rbln_init);
 module_exit(rbln_exit);
 
-MODULE_DESCRIPTION("DRM accel driver for rbln NPUs, with an emulated NPU");
+MODULE_DESCRIPTION("DRM accel driver for rbln NPUs, on PCI and emulated");
 MODULE_LICENSE("GPL");
 MODULE_IMPORT_NS(DMA_BUF);

@@ -60,7 +60,9 @@ struct rbln_ring;
  * @link: in the list of rbln devices, for revoking peers (rbln_peer.c).
  * @rings: the command rings.
  * @scheds: their schedulers, the list every queue's entity spreads over.
+ * @reset_lock: one reset at a time, of a ring or of the function.
  * @reset_count: rings reset after a timeout.
+ * @lost: its registers were found reading all-ones (rbln_device_lost()).
  * @bind_sched: runs every file's VM_BIND jobs, on the CPU.
  * @bind_sched_list: a list of one, @bind_sched, for the files' bind entities.
  *
@@ -98,7 +100,9 @@ struct rbln_device {
 
 	struct rbln_ring *rings;
 	struct drm_gpu_scheduler **scheds;
+	struct mutex reset_lock; /* serialises resets; outside inval_lock */
 	atomic_t reset_count;
+	atomic_t lost;
 
 	struct drm_gpu_scheduler bind_sched;
 	struct drm_gpu_scheduler *bind_sched_list;
@@ -138,6 +142,16 @@ static inline struct rbln_file *to_rbln_file(struct drm_file *file)
 	return file->driver_priv;
 }
 
+/* rbln_drv.c */
+struct rbln_device *rbln_device_alloc(struct device *parent);
+int rbln_device_init(struct rbln_device *rdev, struct rbln_hw *hw);
+void rbln_device_unplug(struct rbln_device *rdev);
+void rbln_device_lost(struct rbln_device *rdev);
+
+/* rbln_pci.c */
+int rbln_pci_register(void);
+void rbln_pci_unregister(void);
+
 /* rbln_devmem.c */
 int rbln_devmem_init(struct rbln_device *rdev);
 int rbln_devmem_alloc(struct rbln_device *rdev, u64 size, struct list_head *blocks);
@@ -146,6 +160,7 @@ u64 rbln_devmem_used(struct rbln_device *rdev);
 
 /* rbln_peer.c */
 int rbln_peer_init(struct rbln_device *rdev);
+void rbln_peer_program(struct rbln_device *rdev);
 void rbln_peer_register(struct rbln_device *rdev);
 void rbln_peer_unregister(struct rbln_device *rdev);
 int rbln_peer_get(struct rbln_device *rdev, struct rbln_device *exporter);

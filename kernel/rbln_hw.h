@@ -52,6 +52,7 @@
 #define RBLN_INJECT_HANG		BIT(0)	/* the next job never ends */
 #define RBLN_INJECT_DMA_ERROR		BIT(1)	/* the next DMA fails */
 #define RBLN_INJECT_FAULT		BIT(2)	/* the next job faults */
+#define RBLN_INJECT_STUCK		BIT(3)	/* the next job never ends, nor does RESET */
 
 /*
  * Command rings. Ring r's registers start at RBLN_RING_REG(r, 0). The ring
@@ -72,6 +73,11 @@
  * RESET reads 1 until the ring has stopped and touches no memory for any
  * of those entries; HEAD and TAIL are then 0 and the ring takes new
  * entries from slot 0 when TAIL is written.
+ *
+ * A ring whose RESET does not complete is wedged: FUNC_RESET brings the
+ * whole function back to its power-on state (rings stopped, their
+ * registers, CTX_TABLE, PEER_TABLE and IRQ_MASK cleared; device memory
+ * keeps its contents), and reads 1 until it has.
  */
 #define RBLN_RING_REG(r, off)		(0x100 + (r) * 0x40 + (off))
 #define RBLN_RING_BASE_LO		0x00	/* RW: DMA address of the entries */
@@ -165,12 +171,16 @@ struct rbln_hw;
  * struct rbln_hw_ops - register accessors of one backend
  * @read32: read the register at byte offset @reg.
  * @write32: write @val to the register at byte offset @reg.
+ * @lost: optional: the driver found the device gone (its registers read
+ *	all-ones) without its bus saying so; the backend unbinds it, later,
+ *	from a context of its own. May be called more than once.
  *
- * Both may be called from any context and must not sleep.
+ * All may be called from any context and must not sleep.
  */
 struct rbln_hw_ops {
 	u32 (*read32)(struct rbln_hw *hw, u32 reg);
 	void (*write32)(struct rbln_hw *hw, u32 reg, u32 val);
+	void (*lost)(struct rbln_hw *hw);
 };
 
 /**

@@ -243,6 +243,8 @@ static void rbln_irq(void *data)
 	unsigned int r;
 
 	status = rbln_hw_read(rdev->hw, RBLN_REG_IRQ_STATUS);
+	if (status == RBLN_REG_DEAD)
+		rbln_device_lost(rdev);
 	if (!status || status == RBLN_REG_DEAD)
 		return;
 	rbln_hw_write(rdev->hw, RBLN_REG_IRQ_STATUS, status);
@@ -308,15 +310,17 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 /*
  * Stops @ring in hardware and waits until the device confirms: from then
  * on nothing of the entries on it runs or touches memory (rbln_hw.h).
+ * Returns false when the ring did not stop within the job timeout: it is
+ * wedged, and only a function reset stops it.
  */
-static void rbln_ring_reset(struct rbln_ring *ring)
+static bool rbln_ring_reset(struct rbln_ring *ring)
 {
 	struct rbln_hw *hw = ring->rdev->hw;
 	u32 reg = RBLN_RING_REG(ring->index, RBLN_RING_RESET), busy;
 
 	rbln_hw_write(hw, reg, 1);
-	/* The device owns the memory until it answers: no timeout can free it. */
-	read_poll_timeout(rbln_hw_read, busy, busy != 1, 50, 0, false, hw, reg);
+	return !read_poll_timeout(rbln_hw_read, busy, busy != 1, 50,
+				  job_timeout_ms * USEC_PER_MSEC, false, hw, reg);
 }
 
 /*
@@ -345,11 +349,66 @@ static void rbln_ring_replay(struct rbln_ring *ring, struct rbln_fence *guilty)
 	rbln_hw_write(ring->rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_TAIL), tail);
 }
 
+/* Where the ring's entries and fence slot are; then it runs. */
+static void rbln_ring_program(struct rbln_ring *ring)
+{
+	struct rbln_hw *hw = ring->rdev->hw;
+	unsigned int r = ring->index;
+
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_BASE_LO), lower_32_bits(ring->entries_dma));
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_BASE_HI), upper_32_bits(ring->entries_dma));
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_FENCE_LO), lower_32_bits(ring->fence_dma));
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_FENCE_HI), upper_32_bits(ring->fence_dma));
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_TAIL), 0);
+	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_ENABLE), 1);
+}
+
+/*
+ * A ring that does not stop is wedged: reset the whole function and wait
+ * for it. A function reset cannot be refused; a device that never finishes
+ * it reads all-ones, gone. It loses the state of every ring and the table
+ * registers, so everything is programmed again and every ring's pending
+ * jobs go back on, but for @guilty, which fails.
+ */
+static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedged,
+				struct rbln_fence *guilty)
+{
+	struct rbln_hw *hw = rdev->hw;
+	unsigned int r;
+	u32 busy;
+
+	lockdep_assert_held(&rdev->reset_lock);
+	for (r = 0; r < rdev->num_rings; r++)
+		if (&rdev->rings[r] != wedged)
+			drm_sched_wqueue_stop(&rdev->rings[r].sched);
+
+	rbln_hw_write(hw, RBLN_REG_FUNC_RESET, 1);
+	/* The device owns the memory until it answers: no timeout can free it. */
+	read_poll_timeout(rbln_hw_read, busy, busy != 1, 50, 0, false, hw, RBLN_REG_FUNC_RESET);
+
+	rbln_mmu_program(rdev);
+	rbln_peer_program(rdev);
+	for (r = 0; r < rdev->num_rings; r++) {
+		struct rbln_ring *ring = &rdev->rings[r];
+
+		rbln_ring_program(ring);
+		rbln_ring_complete(ring);
+		rbln_ring_replay(ring, ring == wedged ? guilty : NULL);
+	}
+	atomic_inc(&rdev->reset_count);
+
+	for (r = 0; r < rdev->num_rings; r++)
+		if (&rdev->rings[r] != wedged)
+			drm_sched_wqueue_start(&rdev->rings[r].sched);
+	drm_err(&rdev->drm, "ring %u did not stop: function reset\n", wedged->index);
+}
+
 /*
  * A job ran past the timeout. The order matters: nothing it used may be
  * released while the device can still touch it. So: stop feeding the ring,
  * reset it and wait for the device to confirm, retire what completed
- * meanwhile, fail the guilty job, put the innocent ones back, go on.
+ * meanwhile, fail the guilty job, put the innocent ones back, go on. A
+ * ring that will not stop takes the whole function down with it.
  */
 static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job)
 {
@@ -380,13 +439,28 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 		drm_dev_exit(idx);
 		return DRM_GPU_SCHED_STAT_NOMINAL;
 	}
+	/* Fallen off the bus: it touches no memory any more, and is unbound soon. */
+	if (rbln_hw_read(rdev->hw, RBLN_REG_CHIP_ID) == RBLN_REG_DEAD) {
+		spin_lock(&ring->lock);
+		if (!list_empty(&fence->link))
+			rbln_fence_retire(ring, fence, -ENODEV);
+		spin_unlock(&ring->lock);
+		rbln_device_lost(rdev);
+		drm_dev_exit(idx);
+		return DRM_GPU_SCHED_STAT_ENODEV;
+	}
 
 	drm_sched_wqueue_stop(&ring->sched);
-	rbln_ring_reset(ring);
-	rbln_ring_complete(ring);
-	/* Counted before the fence signals: whoever waits on it sees the reset. */
-	atomic_inc(&rdev->reset_count);
-	rbln_ring_replay(ring, fence);
+	mutex_lock(&rdev->reset_lock);
+	if (rbln_ring_reset(ring)) {
+		rbln_ring_complete(ring);
+		/* Counted before the fence signals: whoever waits on it sees the reset. */
+		atomic_inc(&rdev->reset_count);
+		rbln_ring_replay(ring, fence);
+	} else {
+		rbln_function_reset(rdev, ring, fence);
+	}
+	mutex_unlock(&rdev->reset_lock);
 	drm_sched_wqueue_start(&ring->sched);
 
 	drm_warn(&rdev->drm, "ring %u: job %llu of context %u timed out; ring reset\n",
@@ -490,12 +564,7 @@ static int rbln_ring_init(struct rbln_device *rdev, struct rbln_ring *ring, unsi
 		return ret;
 	}
 
-	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_BASE_LO), lower_32_bits(ring->entries_dma));
-	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_BASE_HI), upper_32_bits(ring->entries_dma));
-	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_FENCE_LO), lower_32_bits(ring->fence_dma));
-	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_FENCE_HI), upper_32_bits(ring->fence_dma));
-	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_TAIL), 0);
-	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_ENABLE), 1);
+	rbln_ring_program(ring);
 	return 0;
 }
 
@@ -519,7 +588,8 @@ int rbln_job_init(struct rbln_device *rdev)
 				    GFP_KERNEL);
 	if (!rdev->rings || !rdev->scheds)
 		return -ENOMEM;
-	ret = drmm_add_action(&rdev->drm, rbln_job_fini, NULL);
+	ret = drmm_add_action(&rdev->drm, rbln_job_fini, NULL) ?:
+	      drmm_mutex_init(&rdev->drm, &rdev->reset_lock);
 	if (ret)
 		return ret;
 

@@ -50,6 +50,13 @@ void rbln_mmu_invalidate(struct rbln_device *rdev)
 	mutex_unlock(&rdev->inval_lock);
 }
 
+/* Tells the device where the context table is: at init and after a function reset. */
+void rbln_mmu_program(struct rbln_device *rdev)
+{
+	rbln_hw_write(rdev->hw, RBLN_REG_CTX_TABLE_LO, lower_32_bits(rdev->ctx_table_dma));
+	rbln_hw_write(rdev->hw, RBLN_REG_CTX_TABLE_HI, upper_32_bits(rdev->ctx_table_dma));
+}
+
 static void rbln_mmu_fini(struct drm_device *drm, void *arg)
 {
 	struct rbln_device *rdev = to_rbln_device(drm);
@@ -78,8 +85,7 @@ int rbln_mmu_init(struct rbln_device *rdev)
 					     &rdev->ctx_table_dma, GFP_KERNEL);
 	if (!rdev->ctx_table)
 		return -ENOMEM;
-	rbln_hw_write(rdev->hw, RBLN_REG_CTX_TABLE_LO, lower_32_bits(rdev->ctx_table_dma));
-	rbln_hw_write(rdev->hw, RBLN_REG_CTX_TABLE_HI, upper_32_bits(rdev->ctx_table_dma));
+	rbln_mmu_program(rdev);
 	return drmm_add_action_or_reset(&rdev->drm, rbln_mmu_fini, NULL);
 }
 

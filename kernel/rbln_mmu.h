@@ -129,6 +129,7 @@ struct rbln_device;
 
 int rbln_mmu_init(struct rbln_device *rdev);
 void rbln_mmu_invalidate(struct rbln_device *rdev);
+void rbln_mmu_program(struct rbln_device *rdev);
 struct rbln_vm *rbln_vm_create(struct rbln_device *rdev);
 int rbln_vm_activate(struct rbln_vm *vm);
 void rbln_vm_cancel(struct rbln_vm *vm);

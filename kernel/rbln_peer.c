@@ -32,6 +32,13 @@ static void rbln_peer_fini(struct drm_device *drm, void *arg)
 			  rdev->peer_table_dma);
 }
 
+/* Tells the device where the peer table is: at init and after a function reset. */
+void rbln_peer_program(struct rbln_device *rdev)
+{
+	rbln_hw_write(rdev->hw, RBLN_REG_PEER_TABLE_LO, lower_32_bits(rdev->peer_table_dma));
+	rbln_hw_write(rdev->hw, RBLN_REG_PEER_TABLE_HI, upper_32_bits(rdev->peer_table_dma));
+}
+
 /**
  * rbln_peer_init() - an empty peer table for @rdev
  * @rdev: the device, identified
@@ -50,8 +57,7 @@ int rbln_peer_init(struct rbln_device *rdev)
 					      &rdev->peer_table_dma, GFP_KERNEL);
 	if (!rdev->peer_table)
 		return -ENOMEM;
-	rbln_hw_write(rdev->hw, RBLN_REG_PEER_TABLE_LO, lower_32_bits(rdev->peer_table_dma));
-	rbln_hw_write(rdev->hw, RBLN_REG_PEER_TABLE_HI, upper_32_bits(rdev->peer_table_dma));
+	rbln_peer_program(rdev);
 	return drmm_add_action_or_reset(&rdev->drm, rbln_peer_fini, NULL);
 }
 

@@ -116,7 +116,7 @@ void rbln_emu_deliver_irq(struct rbln_emu_dev *edev, unsigned int vector)
 }
 
 /* On this bus the device sits behind no IOMMU: a DMA address is physical. */
-void *rbln_emu_host_ptr(struct rbln_emu_dev *edev, u64 dma_addr, u32 len)
+void *rbln_emu_host_ptr(struct rbln_emu_dev *edev, u64 dma_addr, u32 len, bool write)
 {
 	return phys_to_virt(dma_addr);
 }

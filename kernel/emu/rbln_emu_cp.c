@@ -55,6 +55,11 @@ static int rbln_emu_run_entry(struct rbln_emu_ring *ring, struct rbln_ring_entry
 	}
 	if (atomic_fetch_andnot(RBLN_INJECT_FAULT, &edev->inject) & RBLN_INJECT_FAULT)
 		return RBLN_FAULT_UNMAPPED;
+	/* A wedged engine: deaf to RESET, only a function reset ends it. */
+	if (atomic_fetch_andnot(RBLN_INJECT_STUCK, &edev->inject) & RBLN_INJECT_STUCK) {
+		wait_event_idle(ring->wq, READ_ONCE(ring->power_on) || READ_ONCE(edev->stopping));
+		return RBLN_EMU_ABORTED;
+	}
 
 	/* The fetch buffer: the ring's own, unless the commands outgrow it. */
 	cmd = ring->cmd_buf;

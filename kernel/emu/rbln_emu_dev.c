@@ -189,8 +189,8 @@ void rbln_emu_reg_write(struct rbln_emu_dev *edev, u32 reg, u32 val)
 		rbln_emu_dram_scrub(edev, edev->scrub_addr, edev->scrub_size);
 		break;
 	case RBLN_REG_INJECT:
-		atomic_or(val & (RBLN_INJECT_HANG | RBLN_INJECT_DMA_ERROR | RBLN_INJECT_FAULT),
-			  &edev->inject);
+		atomic_or(val & (RBLN_INJECT_HANG | RBLN_INJECT_DMA_ERROR | RBLN_INJECT_FAULT |
+				 RBLN_INJECT_STUCK), &edev->inject);
 		break;
 	case RBLN_REG_FUNC_RESET:
 		rbln_emu_func_reset(edev);

@@ -172,9 +172,9 @@ int rbln_emu_exec(struct rbln_emu_ctx *ctx, u64 cmd_va, const void *cmd, u32 siz
 /*
  * Provided by the home.
  *
- * rbln_emu_host_ptr() - where the bytes at a DMA address are, for an
- * access of @len bytes that does not cross a page; NULL when the address
- * reaches no host memory. Called only inside an access section (see
+ * rbln_emu_host_ptr() - where the bytes at a DMA address are, for a read,
+ * or a write if @write, of @len bytes that does not cross a page; NULL when
+ * the address reaches no host memory that allows it. Called only inside an access section (see
  * rbln_emu_mem.c), and the pointer is dropped before the section ends.
  *
  * rbln_emu_get_by_serial() - the device with that SERIAL, for peer access,
@@ -184,7 +184,7 @@ int rbln_emu_exec(struct rbln_emu_ctx *ctx, u64 cmd_va, const void *cmd, u32 siz
  * rbln_emu_deliver_irq() - raise interrupt vector @vector: a ring's index,
  * or RBLN_EMU_FAULT_VECTOR. May be called from any command processor.
  */
-void *rbln_emu_host_ptr(struct rbln_emu_dev *edev, u64 dma_addr, u32 len);
+void *rbln_emu_host_ptr(struct rbln_emu_dev *edev, u64 dma_addr, u32 len, bool write);
 struct rbln_emu_dev *rbln_emu_get_by_serial(u64 serial);
 void rbln_emu_put(struct rbln_emu_dev *edev);
 void rbln_emu_deliver_irq(struct rbln_emu_dev *edev, unsigned int vector);

@@ -192,7 +192,7 @@ static int rbln_emu_host_access(struct rbln_emu_ring *ring, u64 dma_addr, void *
 	ret = rbln_emu_access_begin(&ctx);
 	if (ret)
 		return ret;
-	ptr = rbln_emu_host_ptr(ring->edev, dma_addr, len);
+	ptr = rbln_emu_host_ptr(ring->edev, dma_addr, len, write);
 	if (!ptr)
 		ret = RBLN_FAULT_DMA;
 	else if (fence)
@@ -225,7 +225,7 @@ int rbln_emu_host_write_fence(struct rbln_emu_ring *ring, u64 dma_addr, u64 seqn
 /* One u64 of a table in host memory, inside an access section; 0 if out of reach. */
 static u64 rbln_emu_host_u64(struct rbln_emu_dev *edev, u64 table, unsigned int index)
 {
-	u64 *entry = rbln_emu_host_ptr(edev, table + index * sizeof(u64), sizeof(u64));
+	u64 *entry = rbln_emu_host_ptr(edev, table + index * sizeof(u64), sizeof(u64), false);
 
 	return entry ? READ_ONCE(*entry) : 0;
 }
@@ -279,7 +279,8 @@ static int rbln_emu_translate(struct rbln_emu_ctx *ctx, u64 va, u64 len, bool wr
 
 	*run = min(len, PAGE_SIZE - offset);
 	if (entry & RBLN_PTE_SYSTEM) {
-		*ptr = rbln_emu_host_ptr(ctx->edev, (entry & RBLN_PTE_ADDR_MASK) + offset, *run);
+		*ptr = rbln_emu_host_ptr(ctx->edev, (entry & RBLN_PTE_ADDR_MASK) + offset, *run,
+					 write);
 		if (*ptr)
 			return 0;
 		ctx->fault_addr = va;
