@@ -26,6 +26,15 @@ static void rbln_devmem_fini(struct drm_device *drm, void *arg)
 	gpu_buddy_fini(&rdev->mem);
 }
 
+/* Zeroes [@addr, @addr + @size) of device memory; done when the last write returns. */
+static void rbln_devmem_scrub(struct rbln_device *rdev, u64 addr, u64 size)
+{
+	rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_ADDR_LO, lower_32_bits(addr));
+	rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_ADDR_HI, upper_32_bits(addr));
+	rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_SIZE_LO, lower_32_bits(size));
+	rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_SIZE_HI, upper_32_bits(size));
+}
+
 /**
  * rbln_devmem_init() - set up the allocator for @rdev->mem_size bytes
  * @rdev: the device, with mem_size read from the hardware
@@ -37,6 +46,13 @@ static void rbln_devmem_fini(struct drm_device *drm, void *arg)
 int rbln_devmem_init(struct rbln_device *rdev)
 {
 	int ret;
+
+	/*
+	 * Device memory outlives a binding, as on silicon: what the last
+	 * driver left, objects freed after its removal among them, must not
+	 * reach this one's users.
+	 */
+	rbln_devmem_scrub(rdev, 0, rdev->mem_size);
 
 	ret = drmm_mutex_init(&rdev->drm, &rdev->mem_lock);
 	if (ret)
@@ -78,16 +94,11 @@ void rbln_devmem_free(struct rbln_device *rdev, struct list_head *blocks)
 	struct gpu_buddy_block *block;
 	int idx;
 
+	/* Not after removal: the next driver of the device scrubs it all. */
 	if (drm_dev_enter(&rdev->drm, &idx)) {
-		list_for_each_entry(block, blocks, link) {
-			u64 addr = gpu_buddy_block_offset(block);
-			u64 size = gpu_buddy_block_size(&rdev->mem, block);
-
-			rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_ADDR_LO, lower_32_bits(addr));
-			rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_ADDR_HI, upper_32_bits(addr));
-			rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_SIZE_LO, lower_32_bits(size));
-			rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_SIZE_HI, upper_32_bits(size));
-		}
+		list_for_each_entry(block, blocks, link)
+			rbln_devmem_scrub(rdev, gpu_buddy_block_offset(block),
+					  gpu_buddy_block_size(&rdev->mem, block));
 		drm_dev_exit(idx);
 	}
 	mutex_lock(&rdev->mem_lock);
