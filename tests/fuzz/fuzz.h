@@ -170,9 +170,15 @@ uint64_t fz_total_ioctls(struct fz_shared *sh);
 
 /* --- the pools ---------------------------------------------------------------- */
 
-/* An emulated device the fuzzer may use, and may unplug and add back. */
+/*
+ * A device the fuzzer may use, and may unplug and add back: an emulated
+ * one, or with $RBLN_VM_PCI_DEVICES a PCI function (rbln_test.h), which
+ * unplugs from the PCI bus and comes back with a rescan.
+ */
 struct fz_dev {
-	unsigned int id;	/* on /sys/bus/rbln_emu */
+	unsigned int id;	/* on /sys/bus/rbln_emu, or the PCI NPU's number */
+	char name[RBLN_DEV_NAME_MAX];	/* rbln_emuN, or the PCI address */
+	bool pci;
 	unsigned int gen;	/* bumped when added back: a new instance */
 	bool present;
 	unsigned int mem_mib;

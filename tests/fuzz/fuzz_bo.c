@@ -533,8 +533,8 @@ void op_import(struct fz *fz)
 			break;
 		}
 	}
-	fz_doing(fz, "PRIME_FD_TO_HANDLE file %u (rbln_emu%u) fd %d%s", fz_file_index(fz, f),
-		 fz->devs[f->devi].id, args.fd,
+	fz_doing(fz, "PRIME_FD_TO_HANDLE file %u (%s) fd %d%s", fz_file_index(fz, f),
+		 fz->devs[f->devi].name, args.fd,
 		 b ? (b->placement == RBLN_BO_HOST ? " (host)" : " (device)") : "");
 	ret = fz_ioctl(fz, f->fd, C_PRIME_FD_TO_HANDLE, DRM_IOCTL_PRIME_FD_TO_HANDLE, &args);
 	/* An exporter that went away may or may not let go: no rule there. */

@@ -336,8 +336,8 @@ int fz_cmd_faulting_packet(struct fz *fz, struct fz_cmd *c, char *why, size_t le
 		if (!good)
 			break;
 		fz_cmd_use(c, bo);
-		snprintf(why, len, "read of %#llx, a peer of removed rbln_emu%u",
-			 (unsigned long long)bo->va, fz->devs[bo->mem_dev].id);
+		snprintf(why, len, "read of %#llx, a peer of removed %s",
+			 (unsigned long long)bo->va, fz->devs[bo->mem_dev].name);
 		return rbln_drm_cmd_dma_copy(&c->enc, good, bo->va, 64);
 	}
 

@@ -146,7 +146,7 @@ void op_inject(struct fz *fz)
 
 	if (devi < 0)
 		return;
-	snprintf(path, sizeof(path), DEBUGFS_ACCEL "/rbln_emu%u/inject", fz->devs[devi].id);
+	snprintf(path, sizeof(path), DEBUGFS_ACCEL "/%s/inject", fz->devs[devi].name);
 	/* A hang only times a job out; the others fail one and ban its context. */
 	if (k) {
 		atomic_fetch_add(&fz->sh->inject_pending[devi], 1);
@@ -154,7 +154,7 @@ void op_inject(struct fz *fz)
 			if (fz->files[i].used && fz->files[i].devi == devi)
 				fz->files[i].may_be_banned = true;
 	}
-	fz_doing(fz, "inject %s into rbln_emu%u", what[k], fz->devs[devi].id);
+	fz_doing(fz, "inject %s into %s", what[k], fz->devs[devi].name);
 	ret = rbln_sysfs_write(path, what[k]);
 	fz_count(fz->sh, C_INJECT, ret);
 	if (ret && k)
@@ -168,7 +168,7 @@ void op_unplug(struct fz *fz)
 	int devi = fz_pick_dev(fz, true), ret;
 	struct fz_dev *d;
 	unsigned int i, nfiles = 0, njobs = 0;
-	char id[16];
+	char id[16], path[128];
 
 	if (devi < 0)
 		return;
@@ -179,17 +179,25 @@ void op_unplug(struct fz *fz)
 			njobs += fz->files[i].njobs;
 		}
 	}
-	snprintf(id, sizeof(id), "%u", d->id);
-	fz_doing(fz, "del_device %u with %u files open, %u tracked jobs in flight", d->id, nfiles,
-		 njobs);
-	ret = rbln_sysfs_write(RBLN_EMU_BUS "/del_device", id);
+	if (d->pci) {
+		/* Off the PCI bus, as a hot-unplug takes it. */
+		snprintf(path, sizeof(path), RBLN_PCI_BUS "/devices/%s/remove", d->name);
+		fz_doing(fz, "remove PCI function %s with %u files open, %u tracked jobs in flight",
+			 d->name, nfiles, njobs);
+		ret = rbln_sysfs_write(path, "1");
+	} else {
+		snprintf(id, sizeof(id), "%u", d->id);
+		fz_doing(fz, "del_device %u with %u files open, %u tracked jobs in flight", d->id,
+			 nfiles, njobs);
+		ret = rbln_sysfs_write(RBLN_EMU_BUS "/del_device", id);
+	}
 	fz_count(fz->sh, C_DEL_DEVICE, ret);
 	if (ret)
-		fz_fail(fz, "del_device %u: %s", d->id, strerror(-ret));
+		fz_fail(fz, "removal of %s: %s", d->name, strerror(-ret));
 	d->present = false;
 	atomic_fetch_add(&fz->sh->unplugs, 1);
-	if (rbln_emu_minor(d->id) >= 0)
-		fz_fail(fz, "rbln_emu%u still has an accel node after del_device", d->id);
+	if (rbln_dev_minor(d->name) >= 0)
+		fz_fail(fz, "%s still has an accel node after its removal", d->name);
 	/* Its files answer only -ENODEV now, waits on their syncobjs included. */
 	for (i = 0; i < FZ_MAX_FILES; i++) {
 		if (!fz->files[i].used)
@@ -201,12 +209,45 @@ void op_unplug(struct fz *fz)
 	}
 }
 
+/* A device back: probed anew, a new instance of it. */
+static void replugged(struct fz *fz, int devi)
+{
+	struct fz_dev *d = &fz->devs[devi];
+	int ret;
+
+	d->gen++;
+	atomic_store(&fz->sh->inject_pending[devi], 0);
+	ret = fz_dev_probe(d);
+	if (ret)
+		fz_fail(fz, "%s added back is not usable: %s", d->name, strerror(-ret));
+}
+
+/* A rescan of the PCI bus brings back every function removed. */
+static void pci_rescan(struct fz *fz)
+{
+	unsigned int i;
+	int ret;
+
+	fz_doing(fz, "rescan the PCI bus");
+	ret = rbln_pci_rescan();
+	fz_count(fz->sh, C_NEW_DEVICE, ret);
+	if (ret)
+		fz_fail(fz, "PCI rescan: %s", strerror(-ret));
+	for (i = 0; i < fz->ndevs; i++)
+		if (fz->devs[i].pci && !fz->devs[i].present)
+			replugged(fz, i);
+}
+
 static void replug(struct fz *fz, int devi)
 {
 	struct fz_dev *d = &fz->devs[devi];
 	char arg[32];
 	int ret;
 
+	if (d->pci) {
+		pci_rescan(fz);
+		return;
+	}
 	snprintf(arg, sizeof(arg), "%u %u", d->id, d->mem_mib);
 	fz_doing(fz, "new_device %s", arg);
 	ret = rbln_sysfs_write(RBLN_EMU_BUS "/new_device", arg);
@@ -215,11 +256,7 @@ static void replug(struct fz *fz, int devi)
 		return;
 	if (ret)
 		fz_fail(fz, "new_device %s after del_device: %s", arg, strerror(-ret));
-	d->gen++;
-	atomic_store(&fz->sh->inject_pending[devi], 0);
-	ret = fz_dev_probe(d);
-	if (ret)
-		fz_fail(fz, "rbln_emu%u added back is not usable: %s", d->id, strerror(-ret));
+	replugged(fz, devi);
 }
 
 void op_replug(struct fz *fz)
@@ -274,7 +311,7 @@ void op_read_info(struct fz *fz)
 	case 1:
 		if (devi < 0)
 			return;
-		snprintf(path, sizeof(path), DEBUGFS_ACCEL "/rbln_emu%u/bos", fz->devs[devi].id);
+		snprintf(path, sizeof(path), DEBUGFS_ACCEL "/%s/bos", fz->devs[devi].name);
 		fz_doing(fz, "read %s", path);
 		n = read_file(path, buf, sizeof(buf));
 		fz_count(fz->sh, C_READ_INFO, n < 0 ? (int)n : 0);
@@ -282,22 +319,16 @@ void op_read_info(struct fz *fz)
 	default:
 		if (devi < 0)
 			return;
-		fz_doing(fz, "read the sysfs attributes of rbln_emu%u", fz->devs[devi].id);
-		snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/memory_used",
-			 fz->devs[devi].id);
-		used = rbln_sysfs_read_ull(path);
-		snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/memory_total",
-			 fz->devs[devi].id);
-		total = rbln_sysfs_read_ull(path);
-		snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/reset_count",
-			 fz->devs[devi].id);
-		resets = rbln_sysfs_read_ull(path);
+		fz_doing(fz, "read the sysfs attributes of %s", fz->devs[devi].name);
+		used = rbln_dev_attr(fz->devs[devi].name, "memory_used");
+		total = rbln_dev_attr(fz->devs[devi].name, "memory_total");
+		resets = rbln_dev_attr(fz->devs[devi].name, "reset_count");
 		fz_count(fz->sh, C_READ_INFO, used < 0 || total < 0 || resets < 0 ? -EIO : 0);
 		/* A child cannot see the worker replug the device, which counts from 0 again. */
 		if (used > total || (resets >= 0 && !fz->child &&
 				     (uint64_t)resets < fz->devs[devi].reset_count))
-			fz_fail(fz, "rbln_emu%u: memory_used %lld of %lld, reset_count %lld after %llu",
-				fz->devs[devi].id, used, total, resets,
+			fz_fail(fz, "%s: memory_used %lld of %lld, reset_count %lld after %llu",
+				fz->devs[devi].name, used, total, resets,
 				(unsigned long long)fz->devs[devi].reset_count);
 		break;
 	}
@@ -313,7 +344,6 @@ void op_read_info(struct fz *fz)
 void fz_teardown(struct fz *fz)
 {
 	unsigned int i, tries;
-	char path[128];
 	long long used = 0;
 
 	fz_doing(fz, "end: wait for %u children", fz->nchildren);
@@ -341,14 +371,14 @@ void fz_teardown(struct fz *fz)
 	for (i = 0; i < fz->ndevs; i++) {
 		if (!fz->devs[i].present)
 			continue;
-		fz_doing(fz, "end: device memory of rbln_emu%u goes back", fz->devs[i].id);
-		snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/memory_used",
-			 fz->devs[i].id);
-		for (tries = 0; tries < 100 * fz->scale && (used = rbln_sysfs_read_ull(path)) > 0;
+		fz_doing(fz, "end: device memory of %s goes back", fz->devs[i].name);
+		for (tries = 0;
+		     tries < 100 * fz->scale &&
+		     (used = rbln_dev_attr(fz->devs[i].name, "memory_used")) > 0;
 		     tries++)
 			sleep_ms(100);
 		if (used != 0)
-			fz_fail(fz, "rbln_emu%u: %lld bytes of device memory in use after every file closed",
-				fz->devs[i].id, used);
+			fz_fail(fz, "%s: %lld bytes of device memory in use after every file closed",
+				fz->devs[i].name, used);
 	}
 }

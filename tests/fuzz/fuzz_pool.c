@@ -113,7 +113,7 @@ int fz_dev_probe(struct fz_dev *d)
 	};
 	struct rbln_drm_device *dev;
 	uint64_t index;
-	int minor = rbln_emu_minor(d->id), ret = 0;
+	int minor = rbln_dev_minor(d->name), ret = 0;
 	unsigned int i;
 
 	if (minor < 0)
@@ -128,8 +128,8 @@ int fz_dev_probe(struct fz_dev *d)
 	if (ret)
 		return ret;
 	if (index != d->id) {
-		fprintf(stderr, "rbln_fuzz: rbln_emu%u says it is device %llu\n", d->id,
-			(unsigned long long)index);
+		fprintf(stderr, "rbln_fuzz: %s says it is device %llu, not %u\n", d->name,
+			(unsigned long long)index, d->id);
 		return -EIO;
 	}
 	d->mem_mib = d->mem_size / FZ_MIB;
@@ -150,17 +150,21 @@ static int add_dev(struct fz *fz, unsigned int id)
 	d = &fz->devs[fz->ndevs];
 	memset(d, 0, sizeof(*d));
 	d->id = id;
-	ret = fz_dev_probe(d);
+	d->pci = rbln_test_on_pci();
+	ret = rbln_test_name(id, d->name) ?: fz_dev_probe(d);
 	if (ret) {
-		fprintf(stderr, "rbln_fuzz: cannot use emulated device %u: %s\n", id,
-			strerror(-ret));
+		fprintf(stderr, "rbln_fuzz: cannot use %s device %u: %s\n",
+			d->pci ? "PCI" : "emulated", id, strerror(-ret));
 		return ret;
 	}
 	fz->ndevs++;
 	return 0;
 }
 
-/* @list: "0,1,..." of emulated device ids, or NULL for all of them. */
+/*
+ * @list: "0,1,..." of emulated device ids (PCI NPU numbers on PCI), or NULL
+ * for all of them.
+ */
 int fz_devices_init(struct fz *fz, const char *list)
 {
 	unsigned int id;
@@ -179,6 +183,9 @@ int fz_devices_init(struct fz *fz, const char *list)
 			ret = *end || end == tok ? -EINVAL : add_dev(fz, id);
 		}
 		free(copy);
+	} else if (rbln_test_on_pci()) {
+		for (id = 0; id < (unsigned int)rbln_test_pci_devices() && !ret; id++)
+			ret = add_dev(fz, id);
 	} else {
 		dir = opendir(RBLN_EMU_BUS "/devices");
 		if (!dir)
@@ -272,20 +279,20 @@ struct fz_file *fz_open_file(struct fz *fz, int devi)
 			f = &fz->files[i];
 	if (!f || !d->present)
 		return NULL;
-	fz_doing(fz, "open rbln_emu%u as file %u", d->id, fz_file_index(fz, f));
-	minor = rbln_emu_minor(d->id);
+	fz_doing(fz, "open %s as file %u", d->name, fz_file_index(fz, f));
+	minor = rbln_dev_minor(d->name);
 	/* A child cannot know whether the worker just unplugged it. */
 	if (minor < 0 && fz->child)
 		return NULL;
 	if (minor < 0)
-		fz_fail(fz, "rbln_emu%u is present but has no accel node", d->id);
+		fz_fail(fz, "%s is present but has no accel node", d->name);
 	ret = rbln_drm_open(minor, &f->dev);
 	fz_count(fz->sh, C_OPEN, ret);
 	if (ret == -EMFILE || ret == -ENFILE || ret == -ENOMEM ||
 	    (fz->child && (ret == -ENOENT || ret == -ENODEV)))
 		return NULL;
 	if (ret)
-		fz_fail(fz, "open of accel%d (rbln_emu%u) failed: %s", minor, d->id,
+		fz_fail(fz, "open of accel%d (%s) failed: %s", minor, d->name,
 			strerror(-ret));
 	f->used = true;
 	f->fd = rbln_drm_fd(f->dev);

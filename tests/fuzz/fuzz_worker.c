@@ -234,12 +234,12 @@ int fz_worker(struct fz_shared *sh, const struct fz_options *opt)
 
 	ret = fz_devices_init(&fz, opt->devices);
 	if (ret) {
-		fprintf(stderr, "rbln_fuzz: no usable rbln_emu device: %s\n", strerror(-ret));
+		fprintf(stderr, "rbln_fuzz: no usable device: %s\n", strerror(-ret));
 		return FZ_EXIT_ERROR;
 	}
 	for (i = 0; i < fz.ndevs; i++)
-		printf("# rbln_fuzz: rbln_emu%u: %u MiB, %llu rings, addresses %#llx+%#llx\n",
-		       fz.devs[i].id, fz.devs[i].mem_mib, (unsigned long long)fz.devs[i].num_rings,
+		printf("# rbln_fuzz: %s: %u MiB, %llu rings, addresses %#llx+%#llx\n",
+		       fz.devs[i].name, fz.devs[i].mem_mib, (unsigned long long)fz.devs[i].num_rings,
 		       (unsigned long long)fz.devs[i].va_start,
 		       (unsigned long long)fz.devs[i].va_size);
 	printf("# rbln_fuzz: job_timeout_ms=%u\n", fz.job_timeout_ms);

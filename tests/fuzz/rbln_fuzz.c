@@ -7,7 +7,7 @@
  *		  [--verbose]
  *
  * DESCRIPTION
- *	Drives the rbln accel driver of emulated NPUs the way a buggy or
+ *	Drives the rbln accel driver of its NPUs the way a buggy or
  *	hostile program would. It keeps pools of live state for every file
  *	it opens (buffer objects of host and device memory with their
  *	addresses and CPU mappings, queues, binary and timeline syncobjs,
@@ -22,7 +22,7 @@
  *	the rest lands: handles and files closed under jobs, queues
  *	destroyed with jobs queued, munmap, fork with children dying
  *	mid-work, injected hangs, faults and DMA errors, short timeouts and
- *	short waits, and emulated devices unplugged and added back.
+ *	short waits, and devices unplugged and added back.
  *
  *	Where the UAPI says for certain how a call ends, the outcome is
  *	checked: a nonzero pad is -EINVAL, an unknown handle -ENOENT, any
@@ -40,15 +40,19 @@
  *
  *	Run it as root in a guest with rbln.ko loaded, emulated devices
  *	(emu_devices=2) and a short job_timeout_ms, e.g. through
- *	tools/vm/rbln-vm; debugfs is needed for fault injection.
+ *	tools/vm/rbln-vm; debugfs is needed for fault injection. With
+ *	$RBLN_VM_PCI_DEVICES=N (rbln-vm --pci-devices N) it fuzzes the N PCI
+ *	NPUs instead, unplugs them from the PCI bus and brings them back
+ *	with a rescan. The devices are all emulated or all PCI functions
+ *	(of one rbln-npu-model process, which reach each other's memory).
  *
  * OPTIONS
  *	--seconds S	fuzz for S seconds (default 60 when --iterations is
  *			not given either)
  *	--iterations N	stop after N iterations
  *	--seed N	the seed (default 1)
- *	--devices LIST	comma-separated ids of the rbln_emu devices to use
- *			(default: all of them)
+ *	--devices LIST	comma-separated ids of the rbln_emu devices to use,
+ *			or numbers of the PCI NPUs (default: all of them)
  *	--verbose	print every operation on stderr
  *
  * ENVIRONMENT
@@ -116,7 +120,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: rbln_fuzz [--seconds S] [--iterations N] [--seed N] [--devices LIST] [--verbose]\n"
-		"Fuzzes rbln.ko's ioctls on emulated devices; RBLN_FUZZ_SEED overrides --seed.\n");
+		"Fuzzes rbln.ko's ioctls on its devices; RBLN_FUZZ_SEED overrides --seed.\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *v)

@@ -23,8 +23,8 @@ FIXTURE(bo) {
 
 FIXTURE_SETUP(bo)
 {
-	ASSERT_EQ(0, rbln_emu_mem_used(0));
-	ASSERT_EQ(0, rbln_emu_open(0, &self->dev));
+	ASSERT_EQ(0, rbln_test_mem_used(0));
+	ASSERT_EQ(0, rbln_test_open(0, &self->dev));
 	self->fd = rbln_drm_fd(self->dev);
 	ASSERT_EQ(0, rbln_drm_get_param(self->dev, RBLN_PARAM_DEVICE_MEMORY_SIZE,
 					&self->mem_size));
@@ -36,7 +36,7 @@ FIXTURE_TEARDOWN(bo)
 {
 	rbln_drm_close(self->dev);
 	/* Closing the file released everything it held. */
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 static int create_raw(int fd, struct drm_rbln_bo_create *args)
@@ -84,12 +84,12 @@ TEST_F(bo, create_device_and_host)
 	EXPECT_TRUE(vh >= vd + 4 * PAGE || vd >= vh + 2 * PAGE);
 
 	/* Device memory counts DEVICE objects only, exactly. */
-	EXPECT_EQ(4 * PAGE, rbln_emu_mem_used(0));
+	EXPECT_EQ(4 * PAGE, rbln_test_mem_used(0));
 	ASSERT_EQ(0, rbln_drm_get_param(self->dev, RBLN_PARAM_DEVICE_MEMORY_USED, &used));
 	EXPECT_EQ(4 * PAGE, used);
 
 	EXPECT_EQ(0, rbln_drm_bo_close(self->dev, hd));
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 	EXPECT_EQ(0, rbln_drm_bo_close(self->dev, hh));
 }
 
@@ -143,7 +143,7 @@ TEST_F(bo, create_rejects_bad_sizes)
 	EXPECT_EQ(-ENOMEM, create(self->fd, 1ull << 45, RBLN_BO_HOST, 0));
 	/* Past the range the driver places objects in, which VM_BIND's follows. */
 	EXPECT_EQ(-EINVAL, create(self->fd, 1ull << 46, RBLN_BO_HOST, 0));
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_F(bo, create_rejects_bad_placement_and_flags)
@@ -308,7 +308,7 @@ TEST_F(bo, fill_device_memory_to_the_last_byte)
 		n++;
 		left -= chunk;
 	}
-	EXPECT_EQ(self->mem_size, rbln_emu_mem_used(0));
+	EXPECT_EQ(self->mem_size, rbln_test_mem_used(0));
 	ASSERT_EQ(0, rbln_drm_get_param(self->dev, RBLN_PARAM_DEVICE_MEMORY_USED, &used));
 	EXPECT_EQ(self->mem_size, used);
 
@@ -319,11 +319,11 @@ TEST_F(bo, fill_device_memory_to_the_last_byte)
 
 	for (i = 0; i < n; i++)
 		ASSERT_EQ(0, rbln_drm_bo_close(self->dev, handles[i]));
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 
 	/* The whole capacity again, in one object. */
 	ASSERT_EQ(0, rbln_drm_bo_create(self->dev, self->mem_size, RBLN_BO_DEVICE, 0, &h, NULL));
-	EXPECT_EQ(self->mem_size, rbln_emu_mem_used(0));
+	EXPECT_EQ(self->mem_size, rbln_test_mem_used(0));
 	EXPECT_EQ(-ENOSPC, rbln_drm_bo_create(self->dev, PAGE, RBLN_BO_DEVICE, 0, &h, NULL));
 	free(handles);
 }
@@ -332,15 +332,15 @@ TEST_F(bo, sysfs_memory)
 {
 	uint32_t h;
 
-	EXPECT_EQ((long long)self->mem_size, rbln_emu_attr(0, "memory_total"));
-	EXPECT_EQ(1, rbln_emu_attr(0, "emulated"));
-	EXPECT_EQ(4, rbln_emu_attr(0, "num_rings"));
-	EXPECT_EQ(0, rbln_emu_attr(0, "memory_used"));
+	EXPECT_EQ((long long)self->mem_size, rbln_test_attr(0, "memory_total"));
+	EXPECT_EQ(1, rbln_test_attr(0, "emulated"));
+	EXPECT_EQ(4, rbln_test_attr(0, "num_rings"));
+	EXPECT_EQ(0, rbln_test_attr(0, "memory_used"));
 	ASSERT_EQ(0, rbln_drm_bo_create(self->dev, 1 << 20, RBLN_BO_DEVICE, 0, &h, NULL));
-	EXPECT_EQ(1 << 20, rbln_emu_attr(0, "memory_used"));
+	EXPECT_EQ(1 << 20, rbln_test_attr(0, "memory_used"));
 	/* Another device is not charged. */
-	if (rbln_emu_minor(1) >= 0)
-		EXPECT_EQ(0, rbln_emu_mem_used(1));
+	if (rbln_test_minor(1) >= 0)
+		EXPECT_EQ(0, rbln_test_mem_used(1));
 }
 
 TEST_F(bo, two_files_are_charged_to_one_device)
@@ -348,12 +348,12 @@ TEST_F(bo, two_files_are_charged_to_one_device)
 	struct rbln_drm_device *other;
 	uint32_t h;
 
-	ASSERT_EQ(0, rbln_emu_open(0, &other));
+	ASSERT_EQ(0, rbln_test_open(0, &other));
 	ASSERT_EQ(0, rbln_drm_bo_create(self->dev, 1 << 20, RBLN_BO_DEVICE, 0, &h, NULL));
 	ASSERT_EQ(0, rbln_drm_bo_create(other, 2 << 20, RBLN_BO_DEVICE, 0, &h, NULL));
-	EXPECT_EQ(3 << 20, rbln_emu_mem_used(0));
+	EXPECT_EQ(3 << 20, rbln_test_mem_used(0));
 	rbln_drm_close(other);
-	EXPECT_EQ(1 << 20, rbln_emu_mem_used(0));
+	EXPECT_EQ(1 << 20, rbln_test_mem_used(0));
 }
 
 TEST_HARNESS_MAIN

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * rbln_devices - device enumeration and the emulated devices' lifecycle
+ * rbln_devices - device enumeration and the devices' lifecycle
  *
- * Run with rbln.ko loaded with emu_devices=N and no other device added.
+ * Run with rbln.ko loaded with emu_devices=N and no other device added, or
+ * with emu_devices=0 and N PCI NPUs (rbln-vm --pci-devices N).
  * Every test leaves the set of devices as it found it.
  */
 
@@ -57,7 +58,7 @@ static int dev_accel_minors(unsigned int *minors, int max)
 TEST(initial_devices_appear)
 {
 	unsigned int minors[RBLN_MAX_TEST_DEVICES];
-	int expected = rbln_emu_initial_devices();
+	int expected = rbln_test_initial_devices();
 	int n, i;
 
 	ASSERT_GE(expected, 1) TH_LOG("load rbln.ko with emu_devices >= 1");
@@ -65,8 +66,8 @@ TEST(initial_devices_appear)
 	ASSERT_EQ(expected, n);
 
 	for (i = 0; i < n; i++) {
-		ASSERT_EQ((int)minors[i], rbln_emu_minor(i))
-			TH_LOG("emulated device %d is not accel%u", i, minors[i]);
+		ASSERT_EQ((int)minors[i], rbln_test_minor(i))
+			TH_LOG("device %d is not accel%u", i, minors[i]);
 	}
 }
 
@@ -86,11 +87,11 @@ TEST(enumeration_matches_dev_accel)
 TEST(enumerate_counts_beyond_max)
 {
 	unsigned int one = ~0u;
-	int expected = rbln_emu_initial_devices();
+	int expected = rbln_test_initial_devices();
 
 	ASSERT_EQ(expected, rbln_drm_enumerate(NULL, 0));
 	ASSERT_EQ(expected, rbln_drm_enumerate(&one, 1));
-	ASSERT_EQ((unsigned int)rbln_emu_minor(0), one);
+	ASSERT_EQ((unsigned int)rbln_test_minor(0), one);
 	ASSERT_EQ(-EINVAL, rbln_drm_enumerate(NULL, 1));
 }
 
@@ -138,7 +139,7 @@ TEST(mmap_without_objects_fails)
 	struct rbln_drm_device *dev;
 	void *p;
 
-	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(0), &dev));
+	ASSERT_EQ(0, rbln_drm_open(rbln_test_minor(0), &dev));
 	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, rbln_drm_fd(dev), 0);
 	EXPECT_EQ(MAP_FAILED, p);
 	EXPECT_EQ(EINVAL, errno);
@@ -151,9 +152,47 @@ TEST(unknown_ioctl_fails)
 	struct rbln_drm_device *dev;
 	unsigned long nr = DRM_IOWR(DRM_COMMAND_BASE + 0x3f, struct drm_rbln_get_param);
 
-	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(0), &dev));
+	ASSERT_EQ(0, rbln_drm_open(rbln_test_minor(0), &dev));
 	EXPECT_EQ(-1, ioctl(rbln_drm_fd(dev), nr, &arg));
 	EXPECT_EQ(EINVAL, errno);
+	rbln_drm_close(dev);
+}
+
+/*
+ * On PCI, a function leaves the bus as a hot-unplug takes it and a rescan
+ * brings it back: probed anew, the same device, with a working node.
+ */
+static void pci_remove_and_rescan(struct __test_metadata *_metadata)
+{
+	int before = rbln_drm_enumerate(NULL, 0);
+	struct rbln_test_victim vic;
+	struct rbln_drm_device *dev;
+	uint64_t v, mem;
+	int minor;
+
+	ASSERT_EQ(0, rbln_test_victim_get(&vic, 0, 0));
+	minor = rbln_test_victim_minor(&vic);
+	ASSERT_GE(minor, 0);
+	ASSERT_EQ(0, rbln_drm_open(minor, &dev));
+	EXPECT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_INDEX, &v));
+	EXPECT_EQ(rbln_test_victim_index(&vic), v);
+	ASSERT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_MEMORY_SIZE, &mem));
+	rbln_drm_close(dev);
+
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
+	EXPECT_EQ(-1, rbln_test_victim_minor(&vic));
+	EXPECT_EQ(before - 1, rbln_drm_enumerate(NULL, 0));
+	EXPECT_EQ(-ENOENT, rbln_drm_open(minor, &dev));
+
+	ASSERT_EQ(0, rbln_test_victim_restore(&vic));
+	EXPECT_EQ(before, rbln_drm_enumerate(NULL, 0));
+	ASSERT_EQ(0, rbln_test_victim_open(&vic, &dev));
+	EXPECT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_INDEX, &v));
+	EXPECT_EQ(rbln_test_victim_index(&vic), v);
+	EXPECT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_MEMORY_SIZE, &v));
+	EXPECT_EQ(mem, v);
+	EXPECT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_MEMORY_USED, &v));
+	EXPECT_EQ(0, v);
 	rbln_drm_close(dev);
 }
 
@@ -164,6 +203,10 @@ TEST(add_and_remove_at_run_time)
 	uint64_t v;
 	int minor;
 
+	if (rbln_test_on_pci()) {
+		pci_remove_and_rescan(_metadata);
+		return;
+	}
 	ASSERT_EQ(0, rbln_emu_add(ID_A, 64));
 	minor = rbln_emu_minor(ID_A);
 	ASSERT_GE(minor, 0);
@@ -187,10 +230,17 @@ TEST(add_and_remove_at_run_time)
 	ASSERT_EQ(0, rbln_emu_del(ID_A));
 }
 
+/* The emulated bus's own files: its argument checking, which PCI has not. */
+#define SKIP_ON_PCI(why) do {							\
+	if (rbln_test_on_pci())							\
+		SKIP(return, "the initial devices are PCI functions: %s", why);	\
+} while (0)
+
 TEST(new_device_rejects_bad_input)
 {
 	char line[64];
 
+	SKIP_ON_PCI("new_device is the emulated bus's, whose id 0 is not taken");
 	EXPECT_EQ(-EEXIST, rbln_emu_add(0, 0));
 	EXPECT_EQ(-EINVAL, rbln_emu_add(1024, 0));	/* id above the maximum */
 	EXPECT_EQ(-EINVAL, rbln_emu_add(ID_A, 3));	/* memory below 4 MiB */
@@ -203,29 +253,32 @@ TEST(new_device_rejects_bad_input)
 	EXPECT_EQ(-EINVAL, rbln_sysfs_write(RBLN_EMU_BUS "/new_device", line));
 	/* Nothing was created by any of these. */
 	EXPECT_EQ(-1, rbln_emu_minor(ID_A));
-	EXPECT_EQ(rbln_emu_initial_devices(), rbln_drm_enumerate(NULL, 0));
+	EXPECT_EQ(rbln_test_initial_devices(), rbln_drm_enumerate(NULL, 0));
 }
 
 TEST(del_device_rejects_bad_input)
 {
+	SKIP_ON_PCI("del_device is the emulated bus's");
 	EXPECT_EQ(-ENOENT, rbln_emu_del(ID_B));
 	EXPECT_EQ(-EINVAL, rbln_sysfs_write(RBLN_EMU_BUS "/del_device", "zero"));
 	EXPECT_EQ(-EINVAL, rbln_sysfs_write(RBLN_EMU_BUS "/del_device", "1 2"));
-	EXPECT_EQ(rbln_emu_initial_devices(), rbln_drm_enumerate(NULL, 0));
+	EXPECT_EQ(rbln_test_initial_devices(), rbln_drm_enumerate(NULL, 0));
 }
 
+/* Removal: a fresh emulated device, or on PCI the last function (rbln_test.h). */
 TEST(remove_with_open_file)
 {
+	struct rbln_test_victim vic;
 	struct rbln_drm_device *dev;
 	uint64_t v = 0;
 	void *p;
 
-	ASSERT_EQ(0, rbln_emu_add(ID_B, 16));
-	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(ID_B), &dev));
+	ASSERT_EQ(0, rbln_test_victim_get(&vic, ID_B, 16));
+	ASSERT_EQ(0, rbln_test_victim_open(&vic, &dev));
 	ASSERT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_INDEX, &v));
-	ASSERT_EQ(ID_B, v);
+	ASSERT_EQ(rbln_test_victim_index(&vic), v);
 
-	ASSERT_EQ(0, rbln_emu_del(ID_B));
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
 
 	/* The file stays open; everything on it now fails with ENODEV. */
 	v = 42;
@@ -233,14 +286,17 @@ TEST(remove_with_open_file)
 	EXPECT_EQ(42, v);
 	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, rbln_drm_fd(dev), 0);
 	EXPECT_EQ(MAP_FAILED, p);
-	EXPECT_EQ(-1, rbln_emu_minor(ID_B));
+	EXPECT_EQ(-1, rbln_test_victim_minor(&vic));
 	rbln_drm_close(dev);
 
 	/* Others are untouched. */
-	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(0), &dev));
-	EXPECT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_INDEX, &v));
-	EXPECT_EQ(0, v);
-	rbln_drm_close(dev);
+	if (rbln_test_victim_index(&vic) != 0) {
+		ASSERT_EQ(0, rbln_drm_open(rbln_test_minor(0), &dev));
+		EXPECT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_INDEX, &v));
+		EXPECT_EQ(0, v);
+		rbln_drm_close(dev);
+	}
+	ASSERT_EQ(0, rbln_test_victim_restore(&vic));
 }
 
 struct hammer {
@@ -263,25 +319,84 @@ static void *hammer_get_param(void *arg)
 
 TEST(remove_during_ioctls)
 {
+	struct rbln_test_victim vic;
 	struct hammer h = { 0 };
 	pthread_t threads[4];
 	unsigned int i;
 
-	ASSERT_EQ(0, rbln_emu_add(ID_B, 16));
-	ASSERT_EQ(0, rbln_drm_open(rbln_emu_minor(ID_B), &h.dev));
+	ASSERT_EQ(0, rbln_test_victim_get(&vic, ID_B, 16));
+	ASSERT_EQ(0, rbln_test_victim_open(&vic, &h.dev));
 	for (i = 0; i < 4; i++)
 		ASSERT_EQ(0, pthread_create(&threads[i], NULL, hammer_get_param, &h));
 
 	/* Let every thread get some calls through before the device goes. */
 	while (atomic_load(&h.ok) < 1000)
 		sched_yield();
-	ASSERT_EQ(0, rbln_emu_del(ID_B));
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
 	for (i = 0; i < 4; i++)
 		pthread_join(threads[i], NULL);
 
 	EXPECT_EQ(4, atomic_load(&h.gone));
 	EXPECT_EQ(0, atomic_load(&h.other));
 	rbln_drm_close(h.dev);
+	ASSERT_EQ(0, rbln_test_victim_restore(&vic));
+}
+
+/*
+ * A device that comes back under the name of a removed one shows nothing
+ * of the old one's memory. On PCI it is the same function, whose memory
+ * keeps its contents across a function reset; what the old instance held
+ * is freed only after the removal, when the device can no longer be told
+ * to scrub it.
+ */
+TEST(readded_device_shows_none_of_the_old_memory)
+{
+	const uint64_t size = 4 << 20;
+	struct rbln_test_buf cmd, mem, out;
+	struct rbln_test_victim vic;
+	struct rbln_drm_device *dev;
+	struct rbln_drm_cmd c;
+	uint32_t queue, bos[2];
+	const uint32_t *w;
+	uint64_t i;
+
+	ASSERT_EQ(0, rbln_test_victim_get(&vic, ID_B, 16));
+	ASSERT_EQ(0, rbln_test_victim_open(&vic, &dev));
+	ASSERT_EQ(0, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &cmd));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, size, RBLN_BO_DEVICE, 0, &mem));
+	rbln_drm_cmd_init(&c, cmd.cpu, cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, mem.va, 0x5ec12e7, size));
+	bos[0] = mem.handle;
+	ASSERT_EQ(1, rbln_test_run(dev, queue, &cmd, c.len, bos, 1, 10000));
+
+	/* Removed with the object alive, which goes with the file, after. */
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
+	munmap(cmd.cpu, cmd.size);
+	rbln_drm_close(dev);
+
+	/* The new instance's first object is where the old one's was. */
+	ASSERT_EQ(0, rbln_test_victim_readd(&vic));
+	ASSERT_EQ(0, rbln_test_victim_open(&vic, &dev));
+	ASSERT_EQ(0, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, size, RBLN_BO_DEVICE, 0, &mem));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &cmd));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, size, RBLN_BO_HOST, 0, &out));
+	memset(out.cpu, 0xff, size);
+	rbln_drm_cmd_init(&c, cmd.cpu, cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, out.va, mem.va, size));
+	bos[0] = mem.handle;
+	bos[1] = out.handle;
+	ASSERT_EQ(1, rbln_test_run(dev, queue, &cmd, c.len, bos, 2, 10000));
+	for (w = out.cpu, i = 0; i < size / 4 && !w[i]; i++)
+		;
+	EXPECT_EQ(size / 4, i) TH_LOG("word %llu of a new object reads %#x",
+				      (unsigned long long)i, w[i]);
+	rbln_test_buf_free(dev, &out);
+	rbln_test_buf_free(dev, &cmd);
+	rbln_test_buf_free(dev, &mem);
+	rbln_drm_close(dev);
+	ASSERT_EQ(0, rbln_test_victim_restore(&vic));
 }
 
 TEST_HARNESS_MAIN

@@ -91,14 +91,14 @@ FIXTURE(fdinfo) {
 
 FIXTURE_SETUP(fdinfo)
 {
-	ASSERT_EQ(0, rbln_emu_open(0, &self->dev));
+	ASSERT_EQ(0, rbln_test_open(0, &self->dev));
 	self->fd = rbln_drm_fd(self->dev);
 }
 
 FIXTURE_TEARDOWN(fdinfo)
 {
 	rbln_drm_close(self->dev);
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 /*
@@ -128,6 +128,12 @@ TEST_F(fdinfo, keys_follow_the_spec)
 			EXPECT_STREQ("rbln", v);
 		} else if (!strcmp(k, "drm-client-id")) {
 			EXPECT_TRUE(isdigit((unsigned char)v[0])) TH_LOG("%s: %s", k, v);
+		} else if (!strcmp(k, "drm-pdev")) {
+			/* DRM's, for a PCI device: its address. */
+			char name[RBLN_DEV_NAME_MAX];
+
+			ASSERT_EQ(0, rbln_test_name(0, name));
+			EXPECT_STREQ(name, v);
 		} else if (!regexec(&mem_key, k, 0, NULL, 0)) {
 			EXPECT_GE(bytes(v), 0) TH_LOG("%s: '%s' is not a size", k, v);
 		} else if (!regexec(&capacity_key, k, 0, NULL, 0)) {
@@ -149,6 +155,8 @@ TEST_F(fdinfo, keys_follow_the_spec)
 
 	EXPECT_NE(NULL, get(&info, "drm-driver"));
 	EXPECT_NE(NULL, get(&info, "drm-client-id"));
+	/* DRM gives the address of a PCI device, and nothing for others. */
+	EXPECT_EQ(rbln_test_on_pci(), get(&info, "drm-pdev") != NULL);
 	EXPECT_STREQ("0 ns", get(&info, "drm-engine-npu"));
 	EXPECT_NE(NULL, get(&info, "drm-engine-capacity-npu"));
 	for (r = 0; r < 2; r++) {
@@ -166,7 +174,7 @@ TEST_F(fdinfo, client_ids_are_unique)
 	struct rbln_drm_device *other;
 	struct fdinfo a, b;
 
-	ASSERT_EQ(0, rbln_emu_open(0, &other));
+	ASSERT_EQ(0, rbln_test_open(0, &other));
 	ASSERT_EQ(0, read_fdinfo(self->fd, &a));
 	ASSERT_EQ(0, read_fdinfo(rbln_drm_fd(other), &b));
 	EXPECT_STRNE(get(&a, "drm-client-id"), get(&b, "drm-client-id"));
@@ -225,7 +233,7 @@ TEST_F(fdinfo, debugfs_lists_objects_per_client)
 					RBLN_BO_READ_ONLY, &h, &va));
 	ASSERT_EQ(0, read_fdinfo(self->fd, &info));
 	/* DRM names the directory after the parent device. */
-	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/rbln_emu0/bos");
+	ASSERT_EQ(0, rbln_test_debugfs_path(0, "bos", path, sizeof(path)));
 	f = fopen(path, "re");
 	ASSERT_NE(NULL, f) TH_LOG("no %s", path);
 	snprintf(want, sizeof(want), "client %s pid %d ", get(&info, "drm-client-id"), getpid());

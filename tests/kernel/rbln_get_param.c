@@ -16,7 +16,7 @@ FIXTURE(param) {
 };
 
 FIXTURE_VARIANT(param) {
-	unsigned int index;	/* which emulated device */
+	unsigned int index;	/* which initial device */
 };
 
 FIXTURE_VARIANT_ADD(param, first) { .index = 0 };
@@ -24,10 +24,10 @@ FIXTURE_VARIANT_ADD(param, second) { .index = 1 };
 
 FIXTURE_SETUP(param)
 {
-	int minor = rbln_emu_minor(variant->index);
+	int minor = rbln_test_minor(variant->index);
 
 	if (minor < 0)
-		SKIP(return, "no emulated device %u", variant->index);
+		SKIP(return, "no device %u", variant->index);
 	ASSERT_EQ(0, rbln_drm_open(minor, &self->dev));
 	self->fd = rbln_drm_fd(self->dev);
 	self->index = variant->index;
@@ -67,6 +67,7 @@ TEST_F(param, emulated)
 	EXPECT_EQ(1, param(_metadata, self->dev, RBLN_PARAM_EMULATED));
 }
 
+/* PCI NPUs get the same size (meson passes --npu-mem-mib as emu_mem_mib). */
 TEST_F(param, device_memory_size)
 {
 	long long mib = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/emu_mem_mib");
@@ -111,7 +112,7 @@ TEST_F(param, execution)
 	uint64_t caps = param(_metadata, self->dev, RBLN_PARAM_ISA_CAPS);
 	uint32_t d;
 
-	EXPECT_EQ(rbln_emu_attr(self->index, "num_rings"),
+	EXPECT_EQ(rbln_test_attr(self->index, "num_rings"),
 		  (long long)param(_metadata, self->dev, RBLN_PARAM_NUM_RINGS));
 	EXPECT_EQ(RBLN_ISA_CAP_DMA, caps & RBLN_ISA_CAP_DMA);
 	EXPECT_EQ(RBLN_ISA_CAP_ELEMENTWISE, caps & RBLN_ISA_CAP_ELEMENTWISE);
@@ -120,7 +121,7 @@ TEST_F(param, execution)
 	for (d = 0; d < RBLN_DTYPE_COUNT; d++)
 		EXPECT_NE(0, caps & RBLN_ISA_CAP_DTYPE(d)) TH_LOG("dtype %u", d);
 	EXPECT_GE(param(_metadata, self->dev, RBLN_PARAM_MAX_CMD_SIZE), 4096);
-	EXPECT_EQ(rbln_emu_attr(self->index, "reset_count"),
+	EXPECT_EQ(rbln_test_attr(self->index, "reset_count"),
 		  (long long)param(_metadata, self->dev, RBLN_PARAM_RESET_COUNT));
 	/* Per file: a new file has had no job fail. */
 	EXPECT_EQ(0, param(_metadata, self->dev, RBLN_PARAM_FAILED_JOBS));

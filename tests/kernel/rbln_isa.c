@@ -180,7 +180,7 @@ static int ctx_init(struct isa_ctx *x, uint64_t host_bytes, uint64_t mem_bytes)
 	int ret;
 
 	memset(x, 0, sizeof(*x));
-	ret = rbln_emu_open(0, &x->dev);
+	ret = rbln_test_open(0, &x->dev);
 	if (!ret)
 		ret = rbln_drm_queue_create(x->dev, RBLN_QUEUE_PRIORITY_NORMAL, &x->queue);
 	if (!ret)
@@ -510,7 +510,7 @@ FIXTURE_SETUP(isa)
 FIXTURE_TEARDOWN(isa)
 {
 	ctx_fini(&self->x);
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_F(isa, unary)
@@ -920,7 +920,7 @@ FIXTURE_SETUP(big)
 FIXTURE_TEARDOWN(big)
 {
 	ctx_fini(&self->x);
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 /*

@@ -76,7 +76,7 @@ static int process_b(int sock)
 	uint32_t *p;
 	void *q;
 
-	if (rbln_emu_open(0, &dev))
+	if (rbln_test_open(0, &dev))
 		return 10;
 	if (recv_fds(sock, &a, sizeof(a), NULL, 0))
 		return 11;
@@ -157,7 +157,7 @@ TEST(two_processes)
 	}
 	close(sv[1]);
 
-	ASSERT_EQ(0, rbln_emu_open(0, &dev));
+	ASSERT_EQ(0, rbln_test_open(0, &dev));
 	ASSERT_EQ(0, rbln_drm_bo_create(dev, PAGE, RBLN_BO_HOST, 0, &a.host, &a.host_va));
 	ASSERT_EQ(0, rbln_drm_bo_create(dev, 2 * PAGE, RBLN_BO_DEVICE, 0, &a.device,
 					&a.device_va));
@@ -184,7 +184,7 @@ TEST(two_processes)
 						 WEXITSTATUS(status));
 	munmap(p, PAGE);
 	rbln_drm_close(dev);
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 /* A process holding every kind of object, killed: nothing stays behind. */
@@ -194,7 +194,7 @@ TEST(killed_process_leaks_nothing)
 	char c;
 	pid_t pid;
 
-	ASSERT_EQ(0, rbln_emu_mem_used(0));
+	ASSERT_EQ(0, rbln_test_mem_used(0));
 	ASSERT_EQ(0, pipe(ready));
 	pid = fork();
 	ASSERT_GE(pid, 0);
@@ -204,7 +204,7 @@ TEST(killed_process_leaks_nothing)
 		int fd;
 		char *p;
 
-		if (rbln_emu_open(0, &dev) || rbln_emu_open(0, &dev2) ||
+		if (rbln_test_open(0, &dev) || rbln_test_open(0, &dev2) ||
 		    rbln_drm_bo_create(dev, 8 << 20, RBLN_BO_DEVICE, 0, &hd, NULL) ||
 		    rbln_drm_bo_create(dev, 1 << 20, RBLN_BO_HOST, 0, &h, NULL) ||
 		    rbln_drm_bo_mmap(dev, h, PROT_READ | PROT_WRITE, (void **)&p, NULL) ||
@@ -220,13 +220,13 @@ TEST(killed_process_leaks_nothing)
 	}
 	close(ready[1]);
 	ASSERT_EQ(1, read(ready[0], &c, 1));
-	EXPECT_EQ(12 << 20, rbln_emu_mem_used(0));
+	EXPECT_EQ(12 << 20, rbln_test_mem_used(0));
 
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFSIGNALED(status));
 	/* Files, mappings and dma-bufs are released before the parent is told. */
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_HARNESS_MAIN

@@ -29,9 +29,9 @@ FIXTURE(prime) {
 
 FIXTURE_SETUP(prime)
 {
-	ASSERT_EQ(0, rbln_emu_open(0, &self->a));
-	ASSERT_EQ(0, rbln_emu_open(0, &self->a2));
-	ASSERT_EQ(0, rbln_emu_open(1, &self->b)) TH_LOG("needs emu_devices >= 2");
+	ASSERT_EQ(0, rbln_test_open(0, &self->a));
+	ASSERT_EQ(0, rbln_test_open(0, &self->a2));
+	ASSERT_EQ(0, rbln_test_open(1, &self->b)) TH_LOG("needs emu_devices >= 2");
 }
 
 FIXTURE_TEARDOWN(prime)
@@ -39,8 +39,8 @@ FIXTURE_TEARDOWN(prime)
 	rbln_drm_close(self->a);
 	rbln_drm_close(self->a2);
 	rbln_drm_close(self->b);
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
-	EXPECT_EQ(0, rbln_emu_mem_used(1));
+	EXPECT_EQ(0, rbln_test_mem_used_settled(0));
+	EXPECT_EQ(0, rbln_test_mem_used_settled(1));
 }
 
 static void fill(uint32_t *p, size_t bytes, uint32_t seed)
@@ -113,11 +113,11 @@ TEST_F(prime, device_object_to_another_file)
 	EXPECT_EQ(RBLN_BO_READ_ONLY, info.flags);
 	EXPECT_EQ(1 << 20, info.size);
 	/* One object, charged once. */
-	EXPECT_EQ(1 << 20, rbln_emu_mem_used(0));
+	EXPECT_EQ(1 << 20, rbln_test_mem_used(0));
 	ASSERT_EQ(0, rbln_drm_bo_close(self->a, h));
-	EXPECT_EQ(1 << 20, rbln_emu_mem_used(0));
+	EXPECT_EQ(1 << 20, rbln_test_mem_used(0));
 	ASSERT_EQ(0, rbln_drm_bo_close(self->a2, h2));
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_F(prime, host_object_to_another_device)
@@ -167,12 +167,12 @@ TEST_F(prime, device_object_to_another_device)
 	EXPECT_EQ(0, info.mmap_offset);
 
 	/* A peer: the memory stays device 0's, alive while device 1 holds it. */
-	EXPECT_EQ(2 << 20, rbln_emu_mem_used(0));
-	EXPECT_EQ(0, rbln_emu_mem_used(1));
+	EXPECT_EQ(2 << 20, rbln_test_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(1));
 	ASSERT_EQ(0, rbln_drm_bo_close(self->a, h));
-	EXPECT_EQ(2 << 20, rbln_emu_mem_used(0));
+	EXPECT_EQ(2 << 20, rbln_test_mem_used(0));
 	ASSERT_EQ(0, rbln_drm_bo_close(self->b, hb));
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 /* Copies @len bytes from @src to @dst in one job on @dev; the job's status. */
@@ -240,7 +240,7 @@ TEST_F(prime, peer_object_carries_dma_both_ways)
 
 	/* Device 0's handle gone, the peer still reads the same memory. */
 	rbln_test_buf_free(self->a, &mem);
-	EXPECT_EQ(len, rbln_emu_mem_used(0));
+	EXPECT_EQ(len, rbln_test_mem_used(0));
 	memset(hb.cpu, 0, len);
 	bos[0] = peer;
 	bos[1] = hb.handle;
@@ -430,11 +430,11 @@ TEST_F(prime, dma_buf_outlives_every_handle)
 	ASSERT_EQ(0, rbln_drm_bo_export(self->a, h, &fd));
 	ASSERT_EQ(0, rbln_drm_bo_close(self->a, h));
 	/* Only the dma-buf holds the object now. */
-	EXPECT_EQ(1 << 20, rbln_emu_mem_used(0));
+	EXPECT_EQ(1 << 20, rbln_test_mem_used(0));
 	ASSERT_EQ(0, rbln_drm_bo_import(self->a2, fd, &h2));
 	close(fd);
 	ASSERT_EQ(0, rbln_drm_bo_close(self->a2, h2));
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_HARNESS_MAIN

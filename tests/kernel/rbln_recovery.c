@@ -27,13 +27,19 @@ struct ctx {
 	struct rbln_test_buf cmd, mem, out;
 };
 
-static int ctx_open(struct ctx *x, unsigned int emu_id)
+/* The rest of a context whose device @x->dev is open. */
+static int ctx_setup(struct ctx *x)
 {
-	return rbln_emu_open(emu_id, &x->dev) ?:
-	       rbln_drm_queue_create(x->dev, RBLN_QUEUE_PRIORITY_NORMAL, &x->queue) ?:
+	return rbln_drm_queue_create(x->dev, RBLN_QUEUE_PRIORITY_NORMAL, &x->queue) ?:
 	       rbln_test_buf_new(x->dev, 64 * 1024, RBLN_BO_HOST, 0, &x->cmd) ?:
 	       rbln_test_buf_new(x->dev, MIB, RBLN_BO_DEVICE, 0, &x->mem) ?:
 	       rbln_test_buf_new(x->dev, 4096, RBLN_BO_HOST, 0, &x->out);
+}
+
+/* A context on initial device @id. */
+static int ctx_open(struct ctx *x, unsigned int id)
+{
+	return rbln_test_open(id, &x->dev) ?: ctx_setup(x);
 }
 
 /* CPU mappings hold the file open: they go first. */
@@ -75,12 +81,10 @@ static int ctx_run_raw(struct ctx *x, const void *pkt, uint32_t len)
 	return ctx_run(x, len);
 }
 
-static int inject(unsigned int emu_id, const char *what)
+/* Arms @what on the device named @name (rbln_test_dev_name()). */
+static int inject(const char *name, const char *what)
 {
-	char path[96];
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/rbln_emu%u/inject", emu_id);
-	return rbln_sysfs_write(path, what);
+	return rbln_dev_debugfs_write(name, "inject", what);
 }
 
 FIXTURE(recovery) {
@@ -97,7 +101,7 @@ FIXTURE_TEARDOWN(recovery)
 {
 	ctx_close(&self->a);
 	ctx_close(&self->b);
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_F(recovery, unmapped_access_faults_and_bans)
@@ -226,7 +230,7 @@ TEST(malformed_packets_fault)
 		EXPECT_EQ(-EFAULT, ctx_run(&x, len)) TH_LOG("%s", what[i]);
 		ctx_close(&x);
 	}
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_F(recovery, jobs_behind_a_fault_are_canceled)
@@ -238,13 +242,13 @@ TEST_F(recovery, jobs_behind_a_fault_are_canceled)
 	int status;
 
 	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
-	ASSERT_EQ(0, inject(0, "hang"));
+	ASSERT_EQ(0, inject(rbln_test_dev_name(0), "hang"));
 	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
 	/* The first job hangs until the timeout, so the fault comes after. */
 	for (i = 0; i < 3; i++) {
 		ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(self->a.dev), 0, &sig[i].handle));
 		if (i == 1)
-			ASSERT_EQ(0, inject(0, "fault"));
+			ASSERT_EQ(0, inject(rbln_test_dev_name(0), "fault"));
 		ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
 					     bos, 2, NULL, 0, &sig[i]));
 	}
@@ -272,7 +276,7 @@ TEST_F(recovery, jobs_behind_a_fault_are_canceled)
  */
 TEST_F(recovery, long_jobs_in_a_row_do_not_time_out)
 {
-	long long resets = rbln_emu_attr(0, "reset_count");
+	long long resets = rbln_test_attr(0, "reset_count");
 	uint32_t bos[2] = { 0, self->a.cmd.handle }, i;
 	int fd = rbln_drm_fd(self->a.dev), status;
 	struct drm_rbln_sync sig[32] = { 0 };
@@ -298,7 +302,7 @@ TEST_F(recovery, long_jobs_in_a_row_do_not_time_out)
 		EXPECT_EQ(1, status) TH_LOG("job %u", i);
 		drmSyncobjDestroy(fd, sig[i].handle);
 	}
-	EXPECT_EQ(resets, rbln_emu_attr(0, "reset_count"));
+	EXPECT_EQ(resets, rbln_test_attr(0, "reset_count"));
 	rbln_test_buf_free(self->a.dev, &big);
 }
 
@@ -335,18 +339,18 @@ static int saw_reset_uevent(int s, int ms)
 
 TEST_F(recovery, hang_times_out_and_resets_the_ring)
 {
-	long long resets = rbln_emu_attr(0, "reset_count");
+	long long resets = rbln_test_attr(0, "reset_count");
 	struct rbln_drm_cmd c;
 	uint64_t param;
 	int s;
 
 	s = uevent_socket();
 	ASSERT_GE(s, 0);
-	ASSERT_EQ(0, inject(0, "hang"));
+	ASSERT_EQ(0, inject(rbln_test_dev_name(0), "hang"));
 	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
 	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
 	EXPECT_EQ(-ETIMEDOUT, ctx_run(&self->a, c.len));
-	EXPECT_EQ(resets + 1, rbln_emu_attr(0, "reset_count"));
+	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
 	ASSERT_EQ(0, rbln_drm_get_param(self->a.dev, RBLN_PARAM_RESET_COUNT, &param));
 	EXPECT_EQ(resets + 1, (long long)param);
 	EXPECT_TRUE(saw_reset_uevent(s, 2000));
@@ -358,19 +362,19 @@ TEST_F(recovery, hang_times_out_and_resets_the_ring)
 
 TEST_F(recovery, injected_dma_error_and_fault)
 {
-	EXPECT_EQ(0, inject(0, "dma"));
+	EXPECT_EQ(0, inject(rbln_test_dev_name(0), "dma"));
 	EXPECT_EQ(-EFAULT, ctx_check(&self->a, 8));
-	EXPECT_EQ(0, inject(0, "fault"));
+	EXPECT_EQ(0, inject(rbln_test_dev_name(0), "fault"));
 	EXPECT_EQ(-EFAULT, ctx_check(&self->b, 9));
-	EXPECT_EQ(-EINVAL, inject(0, "melt"));
+	EXPECT_EQ(-EINVAL, inject(rbln_test_dev_name(0), "melt"));
 }
 
 /*
  * Fills @x's file up to max_jobs unfinished jobs behind a hung one, which
  * holds them all until job_timeout_ms ends it. Its fence is left in @hung.
- * With @fault, the job after it faults. @x is on emulated device @emu_id.
+ * With @fault, the job after it faults. @x is on the device named @name.
  */
-static int fill_behind_a_hang(struct ctx *x, unsigned int emu_id, struct drm_rbln_sync *hung,
+static int fill_behind_a_hang(struct ctx *x, const char *name, struct drm_rbln_sync *hung,
 			      bool fault)
 {
 	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs");
@@ -383,10 +387,10 @@ static int fill_behind_a_hang(struct ctx *x, unsigned int emu_id, struct drm_rbl
 	rbln_drm_cmd_init(&c, x->cmd.cpu, x->cmd.size);
 	rbln_drm_cmd_nop(&c);
 	ret = drmSyncobjCreate(rbln_drm_fd(x->dev), 0, &hung->handle) ? -errno :
-	      inject(emu_id, "hang");
+	      inject(name, "hang");
 	for (i = 0; i < max_jobs && !ret; i++) {
 		if (i == 1 && fault)
-			ret = inject(emu_id, "fault");
+			ret = inject(name, "fault");
 		ret = ret ?: rbln_drm_submit(x->dev, x->queue, x->cmd.va, c.len,
 					     &x->cmd.handle, 1, NULL, 0, i ? NULL : hung);
 	}
@@ -402,7 +406,7 @@ TEST_F(recovery, submit_waits_for_room_at_max_jobs)
 	struct drm_rbln_sync hung = { 0 }, sig = { 0 };
 	int fd = rbln_drm_fd(self->a.dev), status;
 
-	ASSERT_EQ(0, fill_behind_a_hang(&self->a, 0, &hung, false));
+	ASSERT_EQ(0, fill_behind_a_hang(&self->a, rbln_test_dev_name(0), &hung, false));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig.handle));
 	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, 8,
 				     &self->a.cmd.handle, 1, NULL, 0, &sig));
@@ -482,7 +486,7 @@ static struct herd_state herd_look(const struct herd *herd, int n)
 TEST_F(recovery, waiters_for_room_take_no_more_than_max_jobs)
 {
 	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs");
-	struct drm_rbln_sync first = { 0 }, hold = { 0 };
+	struct drm_rbln_sync first = { 0 }, hold = { 0 }, drained = { 0 };
 	int fd = rbln_drm_fd(self->a.dev), status, n, returned, blocked, i;
 	struct herd_state now = { 0, 0 }, before;
 	struct rbln_test_buf big, longcmd;
@@ -580,6 +584,17 @@ TEST_F(recovery, waiters_for_room_take_no_more_than_max_jobs)
 	ASSERT_EQ(0, drmSyncobjWait(fd, &hold.handle, 1, rbln_test_deadline_ns(20000), 0, NULL));
 	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hold.handle, 0, &status));
 	EXPECT_EQ(-ETIMEDOUT, status);
+	/*
+	 * The herd's NOPs, behind it on queue 2, read the command buffer
+	 * ctx_check() writes: one more NOP there, and once it is done, all are.
+	 */
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &drained.handle));
+	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, qb, self->a.cmd.va, 8, &self->a.cmd.handle, 1,
+				     NULL, 0, &drained));
+	ASSERT_EQ(0, drmSyncobjWait(fd, &drained.handle, 1, rbln_test_deadline_ns(20000), 0,
+				    NULL));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, drained.handle, 0, &status));
+	EXPECT_EQ(1, status);
 	EXPECT_EQ(1, ctx_check(&self->a, 15));
 	EXPECT_EQ(1, ctx_check(&self->b, 16));
 	rbln_test_buf_free(self->a.dev, &longcmd);
@@ -591,7 +606,7 @@ TEST_F(recovery, ban_while_waiting_for_room_refuses_the_submission)
 {
 	struct drm_rbln_sync hung = { 0 };
 
-	ASSERT_EQ(0, fill_behind_a_hang(&self->a, 0, &hung, true));
+	ASSERT_EQ(0, fill_behind_a_hang(&self->a, rbln_test_dev_name(0), &hung, true));
 	EXPECT_EQ(-ECANCELED, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, 8,
 					      &self->a.cmd.handle, 1, NULL, 0, NULL));
 	EXPECT_EQ(1, ctx_check(&self->b, 14));
@@ -617,7 +632,7 @@ TEST_F(recovery, waiting_for_room_is_interruptible)
 	};
 	int fd = rbln_drm_fd(self->a.dev), ret, err, status;
 
-	ASSERT_EQ(0, fill_behind_a_hang(&self->a, 0, &hung, false));
+	ASSERT_EQ(0, fill_behind_a_hang(&self->a, rbln_test_dev_name(0), &hung, false));
 	/* No SA_RESTART, and ioctl() rather than libdrm's, which retries. */
 	ASSERT_EQ(0, sigaction(SIGALRM, &sa, &old));
 	ASSERT_EQ(0, setitimer(ITIMER_REAL, &tick, NULL));
@@ -639,23 +654,44 @@ TEST_F(recovery, waiting_for_room_is_interruptible)
 	EXPECT_EQ(1, ctx_check(&self->a, 13));
 }
 
+/*
+ * The device that goes: a fresh emulated one, or on PCI the last function
+ * (rbln_test.h). The other: device 0, or when that is the one that goes, a
+ * fresh emulated device.
+ */
+static int hot_open(struct rbln_test_victim *vic, struct ctx *gone, struct ctx *other,
+		    int *other_added)
+{
+	return rbln_test_victim_get(vic, HOT_ID, 16) ?:
+	       rbln_test_victim_open(vic, &gone->dev) ?: ctx_setup(gone) ?:
+	       rbln_test_bystander_open(vic, HOT_ID + 1, &other->dev, other_added) ?:
+	       ctx_setup(other);
+}
+
+static int hot_close(struct rbln_test_victim *vic, struct ctx *other, int other_added)
+{
+	ctx_close(other);
+	if (other_added && rbln_emu_del(HOT_ID + 1))
+		return -EIO;
+	return rbln_test_victim_restore(vic);
+}
+
 TEST(hot_unplug_with_jobs_in_flight)
 {
 	struct drm_rbln_sync sig = { 0 };
-	int fd, sync_fd[4], status;
+	int fd, sync_fd[4], status, added = 0;
+	struct rbln_test_victim vic;
 	struct ctx gone, other;
 	struct rbln_drm_cmd c;
 	uint32_t bos[2], i;
 
-	ASSERT_EQ(0, rbln_emu_add(HOT_ID, 16));
-	ASSERT_EQ(0, ctx_open(&gone, HOT_ID));
-	ASSERT_EQ(0, ctx_open(&other, 0));
+	ASSERT_EQ(0, hot_open(&vic, &gone, &other, &added));
 	fd = rbln_drm_fd(gone.dev);
 	rbln_drm_cmd_init(&c, gone.cmd.cpu, gone.cmd.size);
 	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, gone.mem.va, 1, MIB));
 	bos[0] = gone.mem.handle;
 	bos[1] = gone.cmd.handle;
-	ASSERT_EQ(0, inject(HOT_ID, "hang"));
+	ASSERT_EQ(0, inject(vic.name, "hang"));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig.handle));
 	/* Sync files outlive the device node: they tell how the jobs ended. */
 	for (i = 0; i < 4; i++) {
@@ -664,7 +700,7 @@ TEST(hot_unplug_with_jobs_in_flight)
 		ASSERT_EQ(0, drmSyncobjExportSyncFile(fd, sig.handle, &sync_fd[i]));
 	}
 
-	ASSERT_EQ(0, rbln_emu_del(HOT_ID));
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
 	/* Every fence signals with ENODEV: none is left to a timeout. */
 	for (i = 0; i < 4; i++) {
 		status = sync_file_wait_status(sync_fd[i], 10000);
@@ -676,7 +712,7 @@ TEST(hot_unplug_with_jobs_in_flight)
 	EXPECT_EQ(-ENODEV, rbln_drm_queue_create(gone.dev, 0, &i));
 	ctx_close(&gone);
 	EXPECT_EQ(1, ctx_check(&other, 10));
-	ctx_close(&other);
+	ASSERT_EQ(0, hot_close(&vic, &other, added));
 }
 
 static void *submit_nop(void *arg)
@@ -691,21 +727,21 @@ static void *submit_nop(void *arg)
 TEST(hot_unplug_while_waiting_for_room)
 {
 	struct drm_rbln_sync hung = { 0 };
+	struct rbln_test_victim vic;
 	struct ctx gone, other;
+	int added = 0;
 	void *ret;
 	pthread_t t;
 
-	ASSERT_EQ(0, rbln_emu_add(HOT_ID, 16));
-	ASSERT_EQ(0, ctx_open(&gone, HOT_ID));
-	ASSERT_EQ(0, ctx_open(&other, 0));
-	ASSERT_EQ(0, fill_behind_a_hang(&gone, HOT_ID, &hung, false));
+	ASSERT_EQ(0, hot_open(&vic, &gone, &other, &added));
+	ASSERT_EQ(0, fill_behind_a_hang(&gone, vic.name, &hung, false));
 	ASSERT_EQ(0, pthread_create(&t, NULL, submit_nop, &gone));
-	ASSERT_EQ(0, rbln_emu_del(HOT_ID));
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
 	ASSERT_EQ(0, pthread_join(t, &ret));
 	EXPECT_EQ(-ENODEV, (int)(intptr_t)ret);
 	ctx_close(&gone);
 	EXPECT_EQ(1, ctx_check(&other, 15));
-	ctx_close(&other);
+	ASSERT_EQ(0, hot_close(&vic, &other, added));
 }
 
 TEST(close_with_a_hung_job)
@@ -716,7 +752,7 @@ TEST(close_with_a_hung_job)
 	struct ctx x;
 
 	ASSERT_EQ(0, ctx_open(&x, 0));
-	ASSERT_EQ(0, inject(0, "hang"));
+	ASSERT_EQ(0, inject(rbln_test_dev_name(0), "hang"));
 	rbln_drm_cmd_init(&c, x.cmd.cpu, x.cmd.size);
 	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
 	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(x.dev), 0, &sig.handle));
@@ -727,7 +763,7 @@ TEST(close_with_a_hung_job)
 	ctx_close(&x);
 	EXPECT_EQ(-ETIMEDOUT, sync_file_wait_status(sync_fd, 0));
 	close(sync_fd);
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_HARNESS_MAIN

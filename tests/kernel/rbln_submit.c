@@ -23,7 +23,7 @@ FIXTURE(submit) {
 
 FIXTURE_SETUP(submit)
 {
-	ASSERT_EQ(0, rbln_emu_open(0, &self->dev));
+	ASSERT_EQ(0, rbln_test_open(0, &self->dev));
 	self->fd = rbln_drm_fd(self->dev);
 	ASSERT_EQ(0, rbln_drm_queue_create(self->dev, RBLN_QUEUE_PRIORITY_NORMAL, &self->queue));
 	ASSERT_EQ(0, rbln_test_buf_new(self->dev, 64 * 1024, RBLN_BO_HOST, 0, &self->cmd));
@@ -33,7 +33,7 @@ FIXTURE_TEARDOWN(submit)
 {
 	rbln_test_buf_free(self->dev, &self->cmd);
 	rbln_drm_close(self->dev);
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 static int raw_submit(int fd, struct drm_rbln_submit *args)
@@ -196,7 +196,7 @@ TEST(many_queues_and_processes)
 			unsigned int i, j;
 			struct rbln_drm_cmd c;
 
-			if (rbln_emu_open(0, &dev) || drmSyncobjCreate(rbln_drm_fd(dev), 0, &sig.handle))
+			if (rbln_test_open(0, &dev) || drmSyncobjCreate(rbln_drm_fd(dev), 0, &sig.handle))
 				_exit(10);
 			for (i = 0; i < queues; i++) {
 				if (rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &q[i]) ||
@@ -249,7 +249,7 @@ TEST(many_queues_and_processes)
 		EXPECT_TRUE(WIFEXITED(status));
 		EXPECT_EQ(0, WEXITSTATUS(status));
 	}
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_F(submit, queue_create_rejections)
@@ -434,7 +434,7 @@ TEST_F(submit, engine_time_is_accounted)
 {
 	struct rbln_test_buf mem;
 	struct rbln_drm_cmd c;
-	long long before = rbln_emu_attr(0, "busy_ns");
+	long long before = rbln_test_attr(0, "busy_ns");
 	char path[64], line[128];
 	unsigned long long ns = 0;
 	uint32_t bos[1];
@@ -453,7 +453,7 @@ TEST_F(submit, engine_time_is_accounted)
 		sscanf(line, "drm-engine-npu: %llu ns", &ns);
 	fclose(f);
 	EXPECT_GT(ns, 0);
-	EXPECT_GE(rbln_emu_attr(0, "busy_ns"), before + (long long)ns);
+	EXPECT_GE(rbln_test_attr(0, "busy_ns"), before + (long long)ns);
 	rbln_test_buf_free(self->dev, &mem);
 }
 

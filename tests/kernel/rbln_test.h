@@ -17,6 +17,7 @@
 
 #include <linux/sync_file.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -102,48 +103,36 @@ static inline int rbln_emu_del(unsigned int id)
 	return rbln_sysfs_write(RBLN_EMU_BUS "/del_device", buf);
 }
 
+/* The accel minor of the device whose sysfs directory is @dir, or -1. */
+static inline int rbln_sysfs_dev_minor(const char *dir)
+{
+	unsigned int minor;
+	struct dirent *de;
+	char path[192];
+	int found = -1;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/accel", dir);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		if (sscanf(de->d_name, "accel%u", &minor) == 1)
+			found = (int)minor;
+	closedir(d);
+	return found;
+}
+
 /*
  * The accel minor of the emulated device @id, found through sysfs, or -1.
  * Device creation is synchronous: no waiting is needed after rbln_emu_add().
  */
 static inline int rbln_emu_minor(unsigned int id)
 {
-	unsigned int minor;
-	struct dirent *de;
-	char path[128];
-	int found = -1;
-	DIR *dir;
+	char dir[96];
 
-	snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/accel", id);
-	dir = opendir(path);
-	if (!dir)
-		return -1;
-	while ((de = readdir(dir)))
-		if (sscanf(de->d_name, "accel%u", &minor) == 1)
-			found = (int)minor;
-	closedir(dir);
-	return found;
-}
-
-/* Number of emulated devices the module was loaded with. */
-static inline int rbln_emu_initial_devices(void)
-{
-	return (int)rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/emu_devices");
-}
-
-/* An attribute of emulated device @id under its device directory, or -1. */
-static inline long long rbln_emu_attr(unsigned int id, const char *attr)
-{
-	char path[160];
-
-	snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/rbln_emu%u/%s", id, attr);
-	return rbln_sysfs_read_ull(path);
-}
-
-/* Device memory in use on emulated device @id, from sysfs. */
-static inline long long rbln_emu_mem_used(unsigned int id)
-{
-	return rbln_emu_attr(id, "memory_used");
+	snprintf(dir, sizeof(dir), RBLN_EMU_BUS "/devices/rbln_emu%u", id);
+	return rbln_sysfs_dev_minor(dir);
 }
 
 /* Opens emulated device @id: 0 or -errno. */
@@ -152,6 +141,392 @@ static inline int rbln_emu_open(unsigned int id, struct rbln_drm_device **dev)
 	int minor = rbln_emu_minor(id);
 
 	return minor < 0 ? -ENODEV : rbln_drm_open(minor, dev);
+}
+
+/*
+ * Two backends for the same tests. The initial devices, 0..N-1, are:
+ * - emulated (the default): the rbln_emu devices rbln.ko creates for
+ *   emu_devices=N, device k being rbln_emuk;
+ * - PCI, when $RBLN_VM_PCI_DEVICES is N > 0 (rbln-vm --pci-devices N):
+ *   the N NPU functions on the PCI bus, device k being the k-th by PCI
+ *   address, which rbln-vm gives DEVICE_INDEX k.
+ * A device is named as DRM names its debugfs directory, after the parent
+ * device: "rbln_emuk" or the PCI address ("0000:01:00.0"). The emulated bus
+ * is there in PCI mode too: tests may still add emulated devices to it.
+ */
+#define RBLN_PCI_DEVICES_ENV	"RBLN_VM_PCI_DEVICES"
+#define RBLN_PCI_BUS		"/sys/bus/pci"
+#define RBLN_PCI_VENDOR		0xfffe
+#define RBLN_PCI_DEVICE		0x0001
+#define RBLN_DEBUGFS_ACCEL	"/sys/kernel/debug/accel"
+#define RBLN_DEV_NAME_MAX	32
+
+/* How many PCI functions the initial devices are; 0: they are emulated. */
+static inline int rbln_test_pci_devices(void)
+{
+	const char *s = getenv(RBLN_PCI_DEVICES_ENV);
+
+	return s ? atoi(s) : 0;
+}
+
+static inline int rbln_test_on_pci(void)
+{
+	return rbln_test_pci_devices() > 0;
+}
+
+/* Number of initial devices: what the run asked for, not what probed. */
+static inline int rbln_test_initial_devices(void)
+{
+	if (rbln_test_on_pci())
+		return rbln_test_pci_devices();
+	return (int)rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/emu_devices");
+}
+
+/* Reads a number in C notation ("0xfffe") from the sysfs file @path, or -1. */
+static inline long long rbln_sysfs_read_num(const char *path)
+{
+	long long v;
+	FILE *f = fopen(path, "re");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "%lli", &v);
+	fclose(f);
+	return n == 1 ? v : -1;
+}
+
+static inline int rbln_pci_cmp_name(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+/*
+ * The PCI addresses of the NPU functions on the bus, bound or not, sorted
+ * (the fixed-width "dddd:bb:dd.f" sorts as the address does): how many.
+ */
+static inline int rbln_pci_functions(char (*names)[RBLN_DEV_NAME_MAX], int max)
+{
+	struct dirent *de;
+	char path[192];
+	int n = 0;
+	DIR *d;
+
+	d = opendir(RBLN_PCI_BUS "/devices");
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) && n < max) {
+		if (de->d_name[0] == '.' || strlen(de->d_name) >= RBLN_DEV_NAME_MAX)
+			continue;
+		snprintf(path, sizeof(path), RBLN_PCI_BUS "/devices/%s/vendor", de->d_name);
+		if (rbln_sysfs_read_num(path) != RBLN_PCI_VENDOR)
+			continue;
+		snprintf(path, sizeof(path), RBLN_PCI_BUS "/devices/%s/device", de->d_name);
+		if (rbln_sysfs_read_num(path) != RBLN_PCI_DEVICE)
+			continue;
+		strcpy(names[n++], de->d_name);
+	}
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), rbln_pci_cmp_name);
+	return n;
+}
+
+/* Set while this process has a PCI function of its own removed. */
+static int rbln_pci_removed_here;
+
+static inline int rbln_pci_rescan(void)
+{
+	return rbln_sysfs_write(RBLN_PCI_BUS "/rescan", "1");
+}
+
+/*
+ * The name of initial device @id into @name (RBLN_DEV_NAME_MAX bytes):
+ * 0, or -ENODEV when there is no such device.
+ *
+ * Functions only leave the PCI bus when a test removes them, and it adds
+ * them back before it ends; one that failed half-way cannot. So a test
+ * that finds fewer functions than the run has, and removed none itself,
+ * rescans the bus first, and says so: it gets the device it asked for
+ * rather than a neighbour.
+ */
+static inline int rbln_test_name(unsigned int id, char *name)
+{
+	char names[RBLN_MAX_TEST_DEVICES][RBLN_DEV_NAME_MAX];
+	int want = rbln_test_pci_devices(), n;
+
+	if (want <= 0) {
+		snprintf(name, RBLN_DEV_NAME_MAX, "rbln_emu%u", id);
+		return 0;
+	}
+	n = rbln_pci_functions(names, RBLN_MAX_TEST_DEVICES);
+	if (n < want && !rbln_pci_removed_here) {
+		fprintf(stderr, "# rbln_test: %d of %d PCI NPUs on the bus, rescanning\n",
+			n, want);
+		rbln_pci_rescan();
+		n = rbln_pci_functions(names, RBLN_MAX_TEST_DEVICES);
+	}
+	if (id >= (unsigned int)n)
+		return -ENODEV;
+	strcpy(name, names[id]);
+	return 0;
+}
+
+/*
+ * The name of initial device @id, in a buffer of its own that lasts as long
+ * as the program; "none" (which names no device) if there is no such device.
+ */
+static inline const char *rbln_test_dev_name(unsigned int id)
+{
+	static char names[RBLN_MAX_TEST_DEVICES][RBLN_DEV_NAME_MAX];
+
+	if (id >= RBLN_MAX_TEST_DEVICES || rbln_test_name(id, names[id]))
+		return "none";
+	return names[id];
+}
+
+/* The sysfs directory of the device named @name into @dir (@size bytes). */
+static inline void rbln_dev_dir(const char *name, char *dir, size_t size)
+{
+	if (!strncmp(name, "rbln_emu", 8))
+		snprintf(dir, size, RBLN_EMU_BUS "/devices/%s", name);
+	else
+		snprintf(dir, size, RBLN_PCI_BUS "/devices/%s", name);
+}
+
+/* The accel minor of the device named @name, or -1. */
+static inline int rbln_dev_minor(const char *name)
+{
+	char dir[128];
+
+	rbln_dev_dir(name, dir, sizeof(dir));
+	return rbln_sysfs_dev_minor(dir);
+}
+
+/* A driver attribute of the device named @name (in its device directory), or -1. */
+static inline long long rbln_dev_attr(const char *name, const char *attr)
+{
+	char dir[128], path[192];
+
+	rbln_dev_dir(name, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/%s", dir, attr);
+	return rbln_sysfs_read_ull(path);
+}
+
+/* Writes @value to the debugfs file @file of the device named @name: 0 or -errno. */
+static inline int rbln_dev_debugfs_write(const char *name, const char *file, const char *value)
+{
+	char path[192];
+
+	snprintf(path, sizeof(path), RBLN_DEBUGFS_ACCEL "/%s/%s", name, file);
+	return rbln_sysfs_write(path, value);
+}
+
+/* The accel minor of initial device @id, found through sysfs, or -1. */
+static inline int rbln_test_minor(unsigned int id)
+{
+	char name[RBLN_DEV_NAME_MAX];
+
+	return rbln_test_name(id, name) ? -1 : rbln_dev_minor(name);
+}
+
+/* An attribute of initial device @id under its device directory, or -1. */
+static inline long long rbln_test_attr(unsigned int id, const char *attr)
+{
+	char name[RBLN_DEV_NAME_MAX];
+
+	return rbln_test_name(id, name) ? -1 : rbln_dev_attr(name, attr);
+}
+
+/* Device memory in use on initial device @id, from sysfs. */
+static inline long long rbln_test_mem_used(unsigned int id)
+{
+	return rbln_test_attr(id, "memory_used");
+}
+
+/*
+ * Device memory in use on initial device @id once the jobs of closed files
+ * are gone: a finished job drops its objects when the scheduler frees it,
+ * after its fence signals, so memory another device's job used may still
+ * be counted for a moment after every file closed. Waits up to 2 s
+ * (scaled) for it to reach 0, and returns what it reads then.
+ */
+static inline long long rbln_test_mem_used_settled(unsigned int id)
+{
+	int64_t deadline = rbln_test_deadline_ns(2000);
+	long long used;
+
+	while ((used = rbln_test_mem_used(id)) > 0 && rbln_test_deadline_ns(0) < deadline)
+		sched_yield();
+	return used;
+}
+
+/* Opens initial device @id: 0 or -errno. */
+static inline int rbln_test_open(unsigned int id, struct rbln_drm_device **dev)
+{
+	int minor = rbln_test_minor(id);
+
+	return minor < 0 ? -ENODEV : rbln_drm_open(minor, dev);
+}
+
+/* The path of debugfs file @file of initial device @id into @path: 0 or -ENODEV. */
+static inline int rbln_test_debugfs_path(unsigned int id, const char *file, char *path,
+					 size_t size)
+{
+	char name[RBLN_DEV_NAME_MAX];
+
+	if (rbln_test_name(id, name))
+		return -ENODEV;
+	snprintf(path, size, RBLN_DEBUGFS_ACCEL "/%s/%s", name, file);
+	return 0;
+}
+
+/* Arms fault injection @what ("hang", "dma", "fault") on initial device @id. */
+static inline int rbln_test_inject(unsigned int id, const char *what)
+{
+	char name[RBLN_DEV_NAME_MAX];
+
+	return rbln_test_name(id, name) ?: rbln_dev_debugfs_write(name, "inject", what);
+}
+
+/*
+ * A device a test removes while it is in use (files open, jobs in flight).
+ * On the emulated backend, a fresh emulated device the test adds, @emu_id
+ * with @mem_mib MiB, and removes with del_device. On the PCI backend, the
+ * last initial device, so that the others keep their numbers: removed as
+ * a hot-unplug removes it (/sys/bus/pci/devices/<addr>/remove, which
+ * unbinds the driver and takes the function off the bus) and brought back
+ * by rbln_test_victim_restore() with a rescan, which probes it anew.
+ */
+struct rbln_test_victim {
+	int pci;
+	unsigned int id;	/* the emulated id, or the initial device number */
+	unsigned int mem_mib;	/* what an emulated one is added with */
+	char name[RBLN_DEV_NAME_MAX];
+	int removed;
+};
+
+static inline int rbln_test_victim_minor(const struct rbln_test_victim *v)
+{
+	return rbln_dev_minor(v->name);
+}
+
+static inline int rbln_test_victim_open(const struct rbln_test_victim *v,
+					struct rbln_drm_device **dev)
+{
+	int minor = rbln_dev_minor(v->name);
+
+	return minor < 0 ? -ENODEV : rbln_drm_open(minor, dev);
+}
+
+/* Takes the victim, of at least @mem_mib MiB (0: the default): 0 or -errno. */
+static inline int rbln_test_victim_get(struct rbln_test_victim *v, unsigned int emu_id,
+				       unsigned int mem_mib)
+{
+	struct rbln_drm_device *dev;
+	uint64_t size;
+	int ret;
+
+	memset(v, 0, sizeof(*v));
+	v->pci = rbln_test_on_pci();
+	v->mem_mib = mem_mib;
+	if (!v->pci) {
+		v->id = emu_id;
+		snprintf(v->name, sizeof(v->name), "rbln_emu%u", emu_id);
+		return rbln_emu_add(emu_id, mem_mib);
+	}
+	v->id = rbln_test_pci_devices() - 1;
+	if (rbln_test_name(v->id, v->name))
+		return -ENODEV;
+	/* Its memory is what the run gave it: too little is an error. */
+	ret = rbln_test_victim_open(v, &dev);
+	if (ret)
+		return ret;
+	ret = rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_MEMORY_SIZE, &size);
+	rbln_drm_close(dev);
+	if (!ret && size < (uint64_t)mem_mib << 20) {
+		fprintf(stderr, "# rbln_test: %s has less than the %u MiB the test needs\n",
+			v->name, mem_mib);
+		ret = -ENOSPC;
+	}
+	return ret;
+}
+
+/* The DEVICE_INDEX the victim reports. */
+static inline unsigned int rbln_test_victim_index(const struct rbln_test_victim *v)
+{
+	return v->id;
+}
+
+/*
+ * Opens a device other than the victim @v, to see that it is untouched:
+ * initial device 0, or when that is @v (a single PCI device) a fresh
+ * emulated device @emu_id, added here: then *@emu_added is set, and the
+ * caller deletes it.
+ */
+static inline int rbln_test_bystander_open(const struct rbln_test_victim *v,
+					   unsigned int emu_id, struct rbln_drm_device **dev,
+					   int *emu_added)
+{
+	int ret;
+
+	*emu_added = 0;
+	if (!v->pci || v->id != 0)
+		return rbln_test_open(0, dev);
+	ret = rbln_emu_add(emu_id, 16);
+	if (ret)
+		return ret;
+	*emu_added = 1;
+	return rbln_emu_open(emu_id, dev);
+}
+
+/* Removes the victim, with whatever is open on it: 0 or -errno. */
+static inline int rbln_test_victim_remove(struct rbln_test_victim *v)
+{
+	char path[128];
+	int ret;
+
+	if (!v->pci) {
+		ret = rbln_emu_del(v->id);
+	} else {
+		rbln_pci_removed_here = 1;
+		snprintf(path, sizeof(path), RBLN_PCI_BUS "/devices/%s/remove", v->name);
+		ret = rbln_sysfs_write(path, "1");
+	}
+	v->removed = !ret;
+	return ret;
+}
+
+/*
+ * Brings the removed victim back, a new instance of it: the emulated
+ * device added again with its id, or on PCI the function found again by
+ * a rescan of the bus and probed anew. 0, once it has an accel node, or
+ * -errno.
+ */
+static inline int rbln_test_victim_readd(struct rbln_test_victim *v)
+{
+	int ret;
+
+	ret = v->pci ? rbln_pci_rescan() : rbln_emu_add(v->id, v->mem_mib);
+	if (ret)
+		return ret;
+	v->removed = 0;
+	if (v->pci)
+		rbln_pci_removed_here = 0;
+	return rbln_dev_minor(v->name) < 0 ? -ENODEV : 0;
+}
+
+/*
+ * Puts things back as the test found them: on PCI the victim returns,
+ * probed anew, and 0 says it has its accel node again; an emulated victim
+ * not removed yet is removed. 0 or -errno.
+ */
+static inline int rbln_test_victim_restore(struct rbln_test_victim *v)
+{
+	if (!v->pci)
+		return v->removed ? 0 : rbln_test_victim_remove(v);
+	if (v->removed)
+		return rbln_test_victim_readd(v);
+	return rbln_dev_minor(v->name) < 0 ? -ENODEV : 0;
 }
 
 /* A buffer object with its address and, for HOST objects, its mapping. */

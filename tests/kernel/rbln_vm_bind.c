@@ -16,12 +16,9 @@
 #define MIB		(1ull << 20)
 #define HOT_ID		7
 
-static int inject(unsigned int emu_id, const char *what)
+static int inject(unsigned int id, const char *what)
 {
-	char path[96];
-
-	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/rbln_emu%u/inject", emu_id);
-	return rbln_sysfs_write(path, what);
+	return rbln_test_inject(id, what);
 }
 
 static uint64_t param(struct __test_metadata *_metadata, struct rbln_drm_device *dev,
@@ -40,13 +37,19 @@ struct ctx {
 	struct rbln_test_buf cmd, out;
 };
 
-static int ctx_open(struct ctx *x, unsigned int emu_id)
+/* The rest of a context whose device @x->dev is open. */
+static int ctx_setup(struct ctx *x)
 {
-	memset(x, 0, sizeof(*x));
-	return rbln_emu_open(emu_id, &x->dev) ?:
-	       rbln_drm_queue_create(x->dev, RBLN_QUEUE_PRIORITY_NORMAL, &x->queue) ?:
+	return rbln_drm_queue_create(x->dev, RBLN_QUEUE_PRIORITY_NORMAL, &x->queue) ?:
 	       rbln_test_buf_new(x->dev, 64 * 1024, RBLN_BO_HOST, 0, &x->cmd) ?:
 	       rbln_test_buf_new(x->dev, 4 * MIB, RBLN_BO_HOST, 0, &x->out);
+}
+
+/* A context on initial device @id. */
+static int ctx_open(struct ctx *x, unsigned int id)
+{
+	memset(x, 0, sizeof(*x));
+	return rbln_test_open(id, &x->dev) ?: ctx_setup(x);
 }
 
 static void ctx_close(struct ctx *x)
@@ -580,7 +583,7 @@ TEST(binds_race_close)
 	uint64_t before, after;
 	int i, status, alive = 0;
 
-	ASSERT_EQ(0, rbln_emu_open(0, &dev));
+	ASSERT_EQ(0, rbln_test_open(0, &dev));
 	ASSERT_EQ(0, rbln_drm_get_param(dev, RBLN_PARAM_DEVICE_MEMORY_USED, &before));
 	for (i = 0; i < 8; i++) {
 		int go[2];
@@ -671,6 +674,7 @@ static void *bind_until_gone(void *arg)
 /* Removing the device while binds, unbinds and jobs go on. */
 TEST(binds_race_unplug)
 {
+	struct rbln_test_victim vic;
 	struct unplug_worker w[2];
 	struct rbln_test_buf b;
 	pthread_t t[2];
@@ -678,8 +682,11 @@ TEST(binds_race_unplug)
 	uint64_t va;
 	int i;
 
-	ASSERT_EQ(0, rbln_emu_add(HOT_ID, 16));
-	ASSERT_EQ(0, ctx_open(&x, HOT_ID));
+	/* A fresh emulated device, or on PCI the last function (rbln_test.h). */
+	ASSERT_EQ(0, rbln_test_victim_get(&vic, HOT_ID, 16));
+	memset(&x, 0, sizeof(x));
+	ASSERT_EQ(0, rbln_test_victim_open(&vic, &x.dev));
+	ASSERT_EQ(0, ctx_setup(&x));
 	ASSERT_EQ(0, rbln_test_buf_new(x.dev, MIB, RBLN_BO_DEVICE, RBLN_BO_NO_VA, &b));
 	ASSERT_EQ(0, rbln_drm_vm_reserve(x.dev, 8 * MIB, 0, &va));
 	for (i = 0; i < 2; i++) {
@@ -689,7 +696,7 @@ TEST(binds_race_unplug)
 	}
 	for (i = 0; i < 2; i++)
 		ASSERT_EQ(0, pthread_create(&t[i], NULL, bind_until_gone, &w[i]));
-	ASSERT_EQ(0, rbln_emu_del(HOT_ID));
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
 	for (i = 0; i < 2; i++) {
 		ASSERT_EQ(0, pthread_join(t[i], NULL));
 		EXPECT_EQ(1, w[i].enodev);
@@ -698,6 +705,7 @@ TEST(binds_race_unplug)
 	for (i = 0; i < 2; i++)
 		rbln_test_buf_free(x.dev, &w[i].cmd);
 	ctx_close(&x);
+	ASSERT_EQ(0, rbln_test_victim_restore(&vic));
 }
 
 TEST_HARNESS_MAIN

@@ -381,14 +381,17 @@ TEST(snapshot_covers_the_members)
 	rbln_tensor_free(t);
 }
 
-/* Device memory in use on emulated NPU @id, peers' hold included, from sysfs. */
+/*
+ * Device memory in use on NPU @id, peers' hold included, from sysfs; the
+ * NPU's bus device, emulated or PCI, is its accel node's parent.
+ */
 static long long emu_memory_used(int id)
 {
 	char path[96];
 	long long v = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/sys/bus/rbln_emu/devices/rbln_emu%d/memory_used", id);
+	snprintf(path, sizeof(path), "/sys/class/accel/accel%d/device/memory_used", id);
 	f = fopen(path, "re");
 	if (!f)
 		return -1;

@@ -776,11 +776,20 @@ static int fault_child(void)
 {
 	int64_t shape[1] = { 64 };
 	rbln_tensor *a = rbln_tensor_full(shape, 1, RBLN_F32, 1, 0), *b;
+	char link[256], inject_path[300], *bus_name;
+	ssize_t n;
 	FILE *f;
 
 	if (!a || rbln_tensor_materialize(a) || rbln_synchronize(0))
 		return 10;
-	f = fopen("/sys/kernel/debug/accel/rbln_emu0/inject", "we");
+	/* debugfs names the device after its bus device, emulated or PCI. */
+	n = readlink("/sys/class/accel/accel0/device", link, sizeof(link) - 1);
+	if (n <= 0)
+		return 15;
+	link[n] = 0;
+	bus_name = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+	snprintf(inject_path, sizeof(inject_path), "/sys/kernel/debug/accel/%s/inject", bus_name);
+	f = fopen(inject_path, "we");
 	if (!f || fputs("fault", f) == EOF || fclose(f))
 		return 11;
 	b = rbln_neg(a);

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_pci - what only the PCI function has: its identity on the bus, an
+ * interrupt vector per ring and one for faults, and surprise removal when
+ * the device model dies mid-job
+ *
+ * Run by rbln-vm with --pci-devices 1 (suite kernel-pci). The last test
+ * kills the device model: nothing may run after it.
+ */
+
+#include "kselftest_harness.h"
+#include "rbln_test.h"
+
+#define MIB		(1u << 20)
+#define QUEUES		8
+
+static unsigned long long read_hex(const char *name, const char *attr)
+{
+	char dir[128], path[192];
+
+	rbln_dev_dir(name, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/%s", dir, attr);
+	FILE *f = fopen(path, "re");
+	unsigned long long v = ~0ULL;
+
+	if (f) {
+		if (fscanf(f, "%llx", &v) != 1)
+			v = ~0ULL;
+		fclose(f);
+	}
+	return v;
+}
+
+/* Interrupts of the vector named "rbln-<name>-<what>" in /proc/interrupts, all CPUs; -1 if none. */
+static long long irq_count(const char *name, const char *what)
+{
+	char line[1024], want[96];
+	long long total = -1;
+	FILE *f = fopen("/proc/interrupts", "re");
+
+	snprintf(want, sizeof(want), "rbln-%s-%s", name, what);
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, ':'), *end;
+		size_t n = strlen(line);
+
+		while (n && (line[n - 1] == '\n' || line[n - 1] == ' '))
+			line[--n] = 0;
+		if (!p || n < strlen(want) || strcmp(line + n - strlen(want), want))
+			continue;
+		total = 0;
+		for (p++;; p = end) {
+			long long v = strtoll(p, &end, 10);
+
+			if (end == p)
+				break;
+			total += v;
+		}
+	}
+	fclose(f);
+	return total;
+}
+
+TEST(function_is_the_npu_on_the_pci_bus)
+{
+	const char *name = rbln_test_dev_name(0);
+
+	ASSERT_TRUE(rbln_test_on_pci()) TH_LOG("run with rbln-vm --pci-devices");
+	EXPECT_EQ(RBLN_PCI_VENDOR, read_hex(name, "vendor"));
+	EXPECT_EQ(RBLN_PCI_DEVICE, read_hex(name, "device"));
+	EXPECT_EQ(0x120000, read_hex(name, "class"));
+	EXPECT_LE(0, rbln_dev_minor(name));
+	/* The driver's attributes are on the function. */
+	EXPECT_LT(0, rbln_test_attr(0, "memory_total"));
+}
+
+/*
+ * Jobs on every ring raise every ring's vector; a fault raises the fault
+ * vector, which nothing else does.
+ */
+TEST(each_ring_and_faults_have_a_vector_of_their_own)
+{
+	const char *name = rbln_test_dev_name(0);
+	struct drm_rbln_sync sync = { 0 };
+	struct rbln_test_buf cmd, mem;
+	struct rbln_drm_device *dev;
+	long long before[16], faults, rings;
+	uint32_t queue[QUEUES], bos[2];
+	struct rbln_drm_cmd c;
+	char what[16];
+	int q, r, j;
+
+	rings = rbln_test_attr(0, "num_rings");
+	ASSERT_LT(0, rings);
+	ASSERT_GE(16, rings);
+	for (r = 0; r < rings; r++) {
+		snprintf(what, sizeof(what), "ring%d", r);
+		before[r] = irq_count(name, what);
+		ASSERT_LE(0, before[r]) TH_LOG("no vector named rbln-%s-%s", name, what);
+	}
+	faults = irq_count(name, "fault");
+	ASSERT_LE(0, faults);
+
+	ASSERT_EQ(0, rbln_test_open(0, &dev));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &cmd));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, MIB, RBLN_BO_DEVICE, 0, &mem));
+	rbln_drm_cmd_init(&c, cmd.cpu, cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, mem.va, 7, MIB));
+	bos[0] = mem.handle;
+	bos[1] = cmd.handle;
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &sync.handle));
+	/* Queues with work at once spread over the rings. */
+	for (q = 0; q < QUEUES; q++)
+		ASSERT_EQ(0, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue[q]));
+	for (j = 0; j < 8; j++)
+		for (q = 0; q < QUEUES; q++)
+			ASSERT_EQ(0, rbln_drm_submit(dev, queue[q], cmd.va, c.len, bos, 2,
+						     NULL, 0, j == 7 && q == QUEUES - 1 ? &sync : NULL));
+	ASSERT_EQ(0, drmSyncobjWait(rbln_drm_fd(dev), &sync.handle, 1,
+				    rbln_test_deadline_ns(20000), 0, NULL));
+	for (r = 0; r < rings; r++) {
+		snprintf(what, sizeof(what), "ring%d", r);
+		EXPECT_LT(before[r], irq_count(name, what)) TH_LOG("ring %d raised nothing", r);
+	}
+	EXPECT_EQ(faults, irq_count(name, "fault"));
+
+	ASSERT_EQ(0, rbln_test_inject(0, "fault"));
+	EXPECT_EQ(-EFAULT, rbln_test_run(dev, queue[0], &cmd, c.len, &mem.handle, 1, 10000));
+	EXPECT_LT(faults, irq_count(name, "fault"));
+	drmSyncobjDestroy(rbln_drm_fd(dev), sync.handle);
+	rbln_test_buf_free(dev, &cmd);
+	rbln_test_buf_free(dev, &mem);
+	rbln_drm_close(dev);
+}
+
+/*
+ * The device model dies while jobs run: the function reads all-ones from
+ * then on and nothing on the bus says it left. The driver finds it gone
+ * when the job times out, fails it with -ENODEV and unbinds the function;
+ * the memory the job wrote changes no more, every ioctl fails, and once
+ * the file closes the module unloads (rbln-vm checks) with nothing leaked.
+ */
+TEST(killed_device_model_is_a_surprise_removal)
+{
+	const char *req = getenv("RBLN_VM_KILL_NPU_MODEL");
+	char name[RBLN_DEV_NAME_MAX], done[256];
+	struct drm_rbln_sync sync = { 0 };
+	struct rbln_test_buf cmd, dst;
+	struct rbln_drm_device *dev;
+	struct rbln_drm_cmd c;
+	uint32_t queue, bos[2];
+	int64_t deadline;
+	int j, fd, job;
+	void *snap;
+
+	ASSERT_NE(NULL, req) TH_LOG("rbln-vm exports RBLN_VM_KILL_NPU_MODEL with --pci-devices");
+	ASSERT_EQ(0, rbln_test_name(0, name));
+	ASSERT_EQ(0, rbln_test_open(0, &dev));
+	ASSERT_EQ(0, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &cmd));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 16 * MIB, RBLN_BO_HOST, 0, &dst));
+	rbln_drm_cmd_init(&c, cmd.cpu, cmd.size);
+	for (j = 0; j < 64; j++)
+		ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, dst.va, 0x1000 + j, 16 * MIB));
+	bos[0] = dst.handle;
+	bos[1] = cmd.handle;
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &sync.handle));
+	ASSERT_EQ(0, rbln_drm_submit(dev, queue, cmd.va, c.len, bos, 2, NULL, 0, &sync));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(dev), sync.handle, &job));
+
+	/* Mid-job: the device is writing. */
+	deadline = rbln_test_deadline_ns(20000);
+	while (!((uint32_t *)dst.cpu)[0] && rbln_test_deadline_ns(0) < deadline)
+		sched_yield();
+	ASSERT_NE(0, ((uint32_t *)dst.cpu)[0]);
+	fd = open(req, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	ASSERT_LE(0, fd);
+	close(fd);
+	snprintf(done, sizeof(done), "%s.done", req);
+	deadline = rbln_test_deadline_ns(20000);
+	while (access(done, F_OK) && rbln_test_deadline_ns(0) < deadline)
+		sched_yield();
+	ASSERT_EQ(0, access(done, F_OK)) TH_LOG("rbln-vm did not stop the model");
+
+	EXPECT_EQ(-ENODEV, sync_file_wait_status(job, rbln_test_ms(30000)));
+	close(job);
+	/* Unbound: the accel node is gone from the function. */
+	deadline = rbln_test_deadline_ns(20000);
+	while (rbln_dev_minor(name) >= 0 && rbln_test_deadline_ns(0) < deadline)
+		sched_yield();
+	EXPECT_GT(0, rbln_dev_minor(name));
+	EXPECT_EQ(-ENODEV, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
+
+	snap = malloc(16 * MIB);
+	ASSERT_NE(NULL, snap);
+	memcpy(snap, dst.cpu, 16 * MIB);
+	deadline = rbln_test_deadline_ns(500);
+	do {
+		ASSERT_EQ(0, memcmp(snap, dst.cpu, 16 * MIB))
+			TH_LOG("the dead device still writes host memory");
+	} while (rbln_test_deadline_ns(0) < deadline);
+	free(snap);
+	rbln_test_buf_free(dev, &cmd);
+	rbln_test_buf_free(dev, &dst);
+	rbln_drm_close(dev);
+}
+
+TEST_HARNESS_MAIN
