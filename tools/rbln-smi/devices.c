@@ -15,12 +15,15 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include "smi.h"
+
+const char *smi_sysfs = "/sys";
 
 /*
  * Reads the small text file @path into @buf, without its trailing newline.
@@ -109,7 +112,8 @@ static int is_rbln(const char *name)
 	char path[PATH_MAX], driver[64];
 	int ret;
 
-	ret = pathf(path, sizeof(path), SMI_SYSFS_ACCEL "/%s/device/driver", name);
+	ret = pathf(path, sizeof(path), "%s/" SMI_SYSFS_ACCEL "/%s/device/driver", smi_sysfs,
+		    name);
 	if (!ret)
 		ret = read_link_name(path, driver, sizeof(driver));
 	if (ret == -ENOENT || ret == -EOVERFLOW || ret == -ENAMETOOLONG)
@@ -149,7 +153,7 @@ static int read_device(const char *name, unsigned int minor, struct smi_device *
 	d->minor = minor;
 	d->utilization = -1;
 	if (pathf(d->node, sizeof(d->node), "/dev/accel/%s", name) ||
-	    pathf(dir, sizeof(dir), SMI_SYSFS_ACCEL "/%s", name))
+	    pathf(dir, sizeof(dir), "%s/" SMI_SYSFS_ACCEL "/%s", smi_sysfs, name))
 		return -ENAMETOOLONG;
 
 	ret = pathf(path, sizeof(path), "%s/dev", dir);
@@ -195,11 +199,14 @@ int smi_read_devices(struct smi_snapshot *snap)
 {
 	struct smi_device *devs = NULL, *grown;
 	size_t n = 0, cap = 0, i;
+	char path[PATH_MAX];
 	struct dirent *de;
 	DIR *dir;
 	int ret = 0;
 
-	dir = opendir(SMI_SYSFS_ACCEL);
+	if (pathf(path, sizeof(path), "%s/" SMI_SYSFS_ACCEL, smi_sysfs))
+		return -ENAMETOOLONG;
+	dir = opendir(path);
 	if (!dir)
 		return errno == ENOENT ? 0 : -errno;	/* no accel class: no device */
 
@@ -311,10 +318,54 @@ const char *smi_device_name(const struct smi_device *d)
 	return d->emulated ? "RBLN-EMU" : "RBLN-NPU";
 }
 
-/* What the table shows as the bus: "emulated" or the bus address. */
+/*
+ * JSON's "bus" (schema_version 1): "emulated" for an NPU emulated inside
+ * the driver, on its rbln_emu bus; otherwise the bus address, which is the
+ * bus id. A PCI function served by a device model is emulated too, but it
+ * has a PCI address.
+ */
 const char *smi_device_bus(const struct smi_device *d)
 {
-	return d->emulated ? "emulated" : d->bus_id;
+	return strcmp(d->subsystem, "rbln_emu") ? d->bus_id : "emulated";
+}
+
+/*
+ * Does @id name the PCI address @bus_id? Hex digits in either case, and
+ * the domain may be left out when it is 0000, as lspci -s takes it.
+ */
+static bool pci_address_is(const char *id, const char *bus_id)
+{
+	if (!strcasecmp(id, bus_id))
+		return true;
+	return !strncmp(bus_id, "0000:", 5) && !strcasecmp(id, bus_id + 5);
+}
+
+/*
+ * The index of the device @id names in @s, or -1: an index, an accel
+ * node (accel0 or /dev/accel/accel0) or a bus id (rbln_emu0, a PCI
+ * address).
+ */
+int smi_resolve(const struct smi_snapshot *s, const char *id)
+{
+	unsigned long index;
+	const char *name;
+	char *end;
+	size_t i;
+
+	errno = 0;
+	index = strtoul(id, &end, 10);
+	if (*id >= '0' && *id <= '9' && !*end && !errno)
+		return index < s->ndevices ? (int)index : -1;
+
+	name = strncmp(id, "/dev/accel/", 11) ? id : id + 11;
+	for (i = 0; i < s->ndevices; i++) {
+		const struct smi_device *d = &s->devices[i];
+
+		if (!strcmp(name, d->node + 11) || !strcmp(id, d->bus_id) ||
+		    (!strcmp(d->subsystem, "pci") && pci_address_is(id, d->bus_id)))
+			return (int)i;
+	}
+	return -1;
 }
 
 /*
@@ -328,14 +379,16 @@ int smi_for_each_param(int (*fn)(const char *name, const char *value, void *arg)
 	char path[PATH_MAX], value[256];
 	int n, i, ret = 0;
 
-	n = scandir(SMI_SYSFS_MODULE "/parameters", &names, NULL, alphasort);
+	if (pathf(path, sizeof(path), "%s/" SMI_SYSFS_MODULE "/parameters", smi_sysfs))
+		return -ENAMETOOLONG;
+	n = scandir(path, &names, NULL, alphasort);
 	if (n < 0)
 		return errno == ENOENT ? 0 : -errno;
 	for (i = 0; i < n; i++) {
 		if (!ret && names[i]->d_name[0] != '.') {
 			/* Write-only or unreadable parameters are not shown. */
-			if (!pathf(path, sizeof(path), SMI_SYSFS_MODULE "/parameters/%s",
-				   names[i]->d_name) &&
+			if (!pathf(path, sizeof(path), "%s/" SMI_SYSFS_MODULE "/parameters/%s",
+				   smi_sysfs, names[i]->d_name) &&
 			    !smi_read_string(path, value, sizeof(value)))
 				ret = fn(names[i]->d_name, value, arg);
 		}
@@ -351,17 +404,22 @@ int smi_for_each_param(int (*fn)(const char *name, const char *value, void *arg)
  */
 int smi_snapshot_take(struct smi_snapshot *snap, bool with_procs)
 {
+	char path[PATH_MAX];
 	struct stat st;
 	int ret;
 
 	memset(snap, 0, sizeof(*snap));
-	if (stat(SMI_SYSFS_MODULE, &st) == 0)
+	if (pathf(path, sizeof(path), "%s/" SMI_SYSFS_MODULE, smi_sysfs))
+		return -ENAMETOOLONG;
+	if (stat(path, &st) == 0)
 		snap->driver_loaded = true;
 	else if (errno != ENOENT)
 		return -errno;
 	if (snap->driver_loaded) {
-		ret = smi_read_string(SMI_SYSFS_MODULE "/version", snap->driver_version,
-				      sizeof(snap->driver_version));
+		ret = pathf(path, sizeof(path), "%s/" SMI_SYSFS_MODULE "/version", smi_sysfs);
+		if (!ret)
+			ret = smi_read_string(path, snap->driver_version,
+					      sizeof(snap->driver_version));
 		if (ret)
 			snap->driver_version[0] = '\0';
 	}

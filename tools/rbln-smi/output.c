@@ -12,7 +12,9 @@
 #include "smi.h"
 
 #define MIB		(UINT64_C(1) << 20)
-#define TABLE_WIDTH	92	/* the device table's width, bars included */
+#define TABLE_WIDTH	96	/* the device table's width, bars included */
+/* Room for any PCI address (a 32-bit domain: 00000000:00:03.0), as nvidia-smi. */
+#define BUS_ID_WIDTH	16
 
 /* Bytes the way the tables show them: "24MiB", "512KiB", "1.5MiB", "N/A". */
 static const char *fmt_mib(char *buf, size_t size, uint64_t bytes)
@@ -110,7 +112,7 @@ static void box_line(FILE *out, const char *fmt, ...)
 static void rule(FILE *out, char fill, bool columns)
 {
 	/* Column bars of the device table, at these offsets. */
-	static const int bars[] = { 0, 6, 17, 28, 43, 65, 72, 81, TABLE_WIDTH - 1 };
+	static const int bars[] = { 0, 6, 17, 28, 47, 69, 76, 85, TABLE_WIDTH - 1 };
 	unsigned int b = 0;
 	int i;
 
@@ -135,8 +137,8 @@ static void device_row(FILE *out, const struct smi_device *d)
 	snprintf(mem, sizeof(mem), "%8s / %8s", fmt_mib(used, sizeof(used), d->mem_used),
 		 fmt_mib(total, sizeof(total), d->mem_total));
 	snprintf(node, sizeof(node), "accel%u", d->minor);
-	fprintf(out, "| %3u | %-8s | %-8s | %-12s | %19s | %4s | %6s | %-7s |\n",
-		d->index, smi_device_name(d), node, smi_device_bus(d), mem,
+	fprintf(out, "| %3u | %-8s | %-8s | %-*.*s | %19s | %4s | %6s | %-7s |\n",
+		d->index, smi_device_name(d), node, BUS_ID_WIDTH, BUS_ID_WIDTH, d->bus_id, mem,
 		fmt_util(util, sizeof(util), d),
 		fmt_u64(resets, sizeof(resets), d->reset_count), health_label(d->health));
 }
@@ -160,8 +162,8 @@ int smi_print_table(FILE *out, const struct smi_view *v)
 
 	header(out, s);
 	rule(out, '-', true);
-	fprintf(out, "| %3s | %-8s | %-8s | %-12s | %19s | %4s | %6s | %-7s |\n", "NPU", "Name",
-		"Node", "Bus", "Memory-Usage", "Util", "Resets", "Health");
+	fprintf(out, "| %3s | %-8s | %-8s | %-*s | %19s | %4s | %6s | %-7s |\n", "NPU", "Name",
+		"Node", BUS_ID_WIDTH, "Bus-Id", "Memory-Usage", "Util", "Resets", "Health");
 	rule(out, '=', true);
 	for (i = 0; i < s->ndevices; i++) {
 		if (!shown(v, s->devices[i].index))
@@ -227,9 +229,9 @@ static void query_device(FILE *out, const struct smi_snapshot *s, const struct s
 	fprintf(out, "    %-26s : %s\n", "Name", smi_device_name(d));
 	fprintf(out, "    %-26s : %s\n", "Accel node", d->node);
 	fprintf(out, "    %-26s : %u\n", "Minor", d->minor);
-	fprintf(out, "    %-26s : %s\n", "Bus", smi_device_bus(d));
-	fprintf(out, "    %-26s : %s (bus %s)\n", "Bus device", d->bus_id, d->subsystem);
-	fprintf(out, "    %-26s : %s/accel%u\n", "Sysfs", SMI_SYSFS_ACCEL, d->minor);
+	fprintf(out, "    %-26s : %s\n", "Bus-Id", d->bus_id);
+	fprintf(out, "    %-26s : %s\n", "Bus", d->subsystem);
+	fprintf(out, "    %-26s : %s/" SMI_SYSFS_ACCEL "/accel%u\n", "Sysfs", smi_sysfs, d->minor);
 	fprintf(out, "    %-26s : %s\n", "Emulated", d->emulated ? "Yes" : "No");
 	fprintf(out, "    %-26s : %s\n", "Health", health_label(d->health));
 	fprintf(out, "    Memory\n");

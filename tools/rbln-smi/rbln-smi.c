@@ -50,7 +50,8 @@ static void usage(FILE *f)
 		"\n"
 		"  -q, --query           every detail of each device (or of the one of -i)\n"
 		"  -i, --id DEVICE       only this device: its index, its accel node (accel0,\n"
-		"                        /dev/accel/accel0) or its bus id (rbln_emu0)\n"
+		"                        /dev/accel/accel0) or its bus id (rbln_emu0,\n"
+		"                        0000:00:03.0 or 00:03.0)\n"
 		"  -j, --json            print JSON (schema: rbln-smi-schema.json)\n"
 		"  -l, --loop SECONDS    print again every SECONDS until interrupted\n"
 		"  -s, --sample-ms MS    measure utilization over MS milliseconds before the\n"
@@ -131,29 +132,6 @@ bad:
 	return -EINVAL;
 }
 
-/* The index of the device @id names in @s, or -1. */
-static int resolve(const struct smi_snapshot *s, const char *id)
-{
-	unsigned long index;
-	const char *name;
-	char *end;
-	size_t i;
-
-	errno = 0;
-	index = strtoul(id, &end, 10);
-	if (*id >= '0' && *id <= '9' && !*end && !errno)
-		return index < s->ndevices ? (int)index : -1;
-
-	name = strncmp(id, "/dev/accel/", 11) ? id : id + 11;
-	for (i = 0; i < s->ndevices; i++) {
-		const struct smi_device *d = &s->devices[i];
-
-		if (!strcmp(name, d->node + 11) || !strcmp(id, d->bus_id))
-			return (int)i;
-	}
-	return -1;
-}
-
 /* Sleeps @ms milliseconds, or less when interrupted. */
 static void sleep_ms(double ms)
 {
@@ -179,8 +157,8 @@ static int frame(const struct options *o, const struct smi_snapshot *cur, bool r
 
 	if (!cur->driver_loaded) {
 		if (report)
-			fprintf(stderr, "rbln-smi: the rbln driver is not loaded (no %s); "
-				"load it with: modprobe rbln\n", SMI_SYSFS_MODULE);
+			fprintf(stderr, "rbln-smi: the rbln driver is not loaded (no %s/%s); "
+				"load it with: modprobe rbln\n", smi_sysfs, SMI_SYSFS_MODULE);
 		status = SMI_EXIT_NO_DEVICE;
 	} else if (!cur->ndevices) {
 		if (report)
@@ -188,7 +166,7 @@ static int frame(const struct options *o, const struct smi_snapshot *cur, bool r
 				"loaded but drives no device\n");
 		status = SMI_EXIT_NO_DEVICE;
 	} else if (o->id) {
-		v.only = resolve(cur, o->id);
+		v.only = smi_resolve(cur, o->id);
 		if (v.only < 0) {
 			if (report)
 				fprintf(stderr, "rbln-smi: no rbln device '%s' (indexes 0 to %zu)\n",

@@ -18,8 +18,15 @@
 #include <time.h>
 
 #define SMI_DRIVER		"rbln"
-#define SMI_SYSFS_ACCEL		"/sys/class/accel"
-#define SMI_SYSFS_MODULE	"/sys/module/" SMI_DRIVER
+/* Directories of sysfs, relative to smi_sysfs. */
+#define SMI_SYSFS_ACCEL		"class/accel"
+#define SMI_SYSFS_MODULE	"module/" SMI_DRIVER
+
+/*
+ * Where sysfs is: "/sys", or, in the native tests, a directory holding a
+ * tree of the same shape.
+ */
+extern const char *smi_sysfs;
 
 /* Exit codes, documented in rbln-smi(1). */
 enum smi_exit {
@@ -44,8 +51,13 @@ struct smi_device {
 	unsigned int minor;		/* N of /dev/accel/accelN */
 	dev_t rdev;			/* the node's device number */
 	char node[32];			/* /dev/accel/accelN */
-	char bus_id[64];		/* the parent device: rbln_emu0, 0000:01:00.0 */
-	char subsystem[32];		/* its bus: rbln_emu, pci */
+	/*
+	 * The parent device, /sys/class/accel/accelN/device: its name on its
+	 * bus (rbln_emu0 for emulated NPU 0, 0000:00:03.0 for a PCI function)
+	 * and that bus (rbln_emu, pci).
+	 */
+	char bus_id[64];
+	char subsystem[32];
 	bool emulated;
 	uint64_t mem_total;		/* bytes, or SMI_UNKNOWN */
 	uint64_t mem_used;
@@ -96,6 +108,7 @@ void smi_derive(struct smi_snapshot *cur, const struct smi_snapshot *prev);
 const char *smi_health_name(enum smi_health h);
 const char *smi_device_name(const struct smi_device *d);
 const char *smi_device_bus(const struct smi_device *d);
+int smi_resolve(const struct smi_snapshot *s, const char *id);
 int smi_for_each_param(int (*fn)(const char *name, const char *value, void *arg),
 		       void *arg);
 int smi_snapshot_take(struct smi_snapshot *snap, bool with_procs);
