@@ -80,6 +80,15 @@ void op_fork(struct fz *fz)
 	fz_count(fz->sh, C_FORK, pid < 0 ? -errno : 0);
 	if (pid < 0)
 		return;
+	/*
+	 * The child may make objects and syncobjs in every file it shares,
+	 * at any moment: a handle the worker never made is not certainly
+	 * unknown there any more. (The taint bit a child sets comes too
+	 * late: it may land between the worker's look and its ioctl.)
+	 */
+	for (unsigned int i = 0; i < FZ_MAX_FILES; i++)
+		if (fz->files[i].used)
+			fz->files[i].ghosts = true;
 	fz->children[fz->nchildren] = pid;
 	fz->child_start_ns[fz->nchildren++] = fz_now_ns();
 	atomic_fetch_add(&fz->sh->forks, 1);

@@ -713,9 +713,10 @@ int fz_bad_wait(struct fz *fz, struct fz_file *f, struct drm_rbln_sync *w, uint3
 	memset(w, 0, sizeof(*w));
 	switch (fz_below(&fz->rng, 3)) {
 	case 0:
+		/* Not the fresh one either: an earlier call may have made it. */
 		do {
 			w->handle = 1 + fz_below(&fz->rng, 1000);
-		} while (fz_syncobj_known(f, w->handle));
+		} while (fz_syncobj_known(f, w->handle) || w->handle == *fresh);
 		return ENOENT;
 	case 1:
 		if (!*fresh && !fz_file_gone(fz, f))
