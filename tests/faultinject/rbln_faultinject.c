@@ -306,9 +306,9 @@ FIXTURE_SETUP(fi)
 	fail_nth_fd = open(FAIL_NTH, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, fail_nth_fd);
 
-	ASSERT_EQ(0, rbln_emu_open(0, &self->a));
-	ASSERT_EQ(0, rbln_emu_open(0, &self->a2));
-	ASSERT_EQ(0, rbln_emu_open(1, &self->b)) TH_LOG("needs emu_devices >= 2");
+	ASSERT_EQ(0, rbln_test_open(0, &self->a));
+	ASSERT_EQ(0, rbln_test_open(0, &self->a2));
+	ASSERT_EQ(0, rbln_test_open(1, &self->b)) TH_LOG("needs emu_devices >= 2");
 
 	ASSERT_EQ(0, rbln_drm_queue_create(self->a, RBLN_QUEUE_PRIORITY_NORMAL, &self->queue));
 	ASSERT_EQ(0, rbln_test_buf_new(self->a, 64 * 1024, RBLN_BO_HOST, 0, &self->cmd));
@@ -324,8 +324,8 @@ FIXTURE_SETUP(fi)
 	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(self->a), 0, &self->signal_syncobj));
 	ASSERT_EQ(0, rbln_drm_bo_export(self->a, self->host.handle, &self->host_fd));
 	ASSERT_EQ(0, rbln_drm_bo_export(self->a, self->dev.handle, &self->dev_fd));
-	self->used0 = rbln_emu_mem_used(0);
-	self->used1 = rbln_emu_mem_used(1);
+	self->used0 = rbln_test_mem_used(0);
+	self->used1 = rbln_test_mem_used(1);
 	ASSERT_LE(MIB, self->used0);
 	ASSERT_LE(0, self->used1);
 }
@@ -356,8 +356,8 @@ FIXTURE_TEARDOWN(fi)
 		rbln_drm_close(self->a2);
 	if (self->b)
 		rbln_drm_close(self->b);
-	EXPECT_EQ(0, rbln_emu_mem_used(0));
-	EXPECT_EQ(0, rbln_emu_mem_used(1));
+	EXPECT_EQ(0, rbln_test_mem_used(0));
+	EXPECT_EQ(0, rbln_test_mem_used(1));
 }
 
 /*
@@ -415,10 +415,10 @@ static int exercise(struct __test_metadata *_metadata, FIXTURE_DATA(fi) *self,
 			       op->name, n, ret, strerror(-ret));
 			return -1;
 		}
-		if (rbln_emu_mem_used(0) != self->used0 || rbln_emu_mem_used(1) != self->used1) {
+		if (rbln_test_mem_used(0) != self->used0 || rbln_test_mem_used(1) != self->used1) {
 			TH_LOG("%s, allocation %u failed (-> %d): device memory used %lld, %lld; "
-			       "was %lld, %lld", op->name, n, ret, rbln_emu_mem_used(0),
-			       rbln_emu_mem_used(1), self->used0, self->used1);
+			       "was %lld, %lld", op->name, n, ret, rbln_test_mem_used(0),
+			       rbln_test_mem_used(1), self->used0, self->used1);
 			return -1;
 		}
 		if (!injected) {
@@ -456,7 +456,7 @@ static int exercise(struct __test_metadata *_metadata, FIXTURE_DATA(fi) *self,
 static int run_open(FIXTURE_DATA(fi) *self, void *state)
 {
 	struct rbln_drm_device *dev;
-	int ret = rbln_emu_open(1, &dev);
+	int ret = rbln_test_open(1, &dev);
 
 	if (!ret)
 		rbln_drm_close(dev);
