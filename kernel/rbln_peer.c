@@ -109,7 +109,10 @@ void rbln_peer_unregister(struct rbln_device *rdev)
  * @rdev: the importing device
  * @exporter: the device whose memory is imported
  *
- * Imports from one exporter share a slot.
+ * Imports from one exporter share a slot. An exporter already unplugged
+ * gets a slot of its own that reaches nothing, as revocation leaves the
+ * slots of earlier imports: its serial may be a live device's by now, as
+ * a PCI function removed and found again keeps its serial.
  *
  * Return: the slot, held until rbln_peer_put(), or -ENOSPC when
  * RBLN_MAX_PEERS other devices are reached already.
@@ -117,17 +120,21 @@ void rbln_peer_unregister(struct rbln_device *rdev)
 int rbln_peer_get(struct rbln_device *rdev, struct rbln_device *exporter)
 {
 	int slot, free = -ENOSPC;
+	bool gone;
 
+	/* Against rbln_peer_unregister(): a slot made after it would escape it. */
+	mutex_lock(&rbln_peer_devices_lock);
+	gone = list_empty(&exporter->link);
 	mutex_lock(&rdev->peer_lock);
 	for (slot = 0; slot < RBLN_MAX_PEERS; slot++) {
-		if (rdev->peers[slot].serial == exporter->serial)
+		if (!gone && rdev->peers[slot].serial == exporter->serial)
 			break;
 		if (!rdev->peers[slot].users && free < 0)
 			free = slot;
 	}
 	if (slot == RBLN_MAX_PEERS) {
 		slot = free;
-		if (slot >= 0) {
+		if (slot >= 0 && !gone) {
 			rdev->peers[slot].serial = exporter->serial;
 			WRITE_ONCE(rdev->peer_table[slot], exporter->serial);
 		}
@@ -135,6 +142,7 @@ int rbln_peer_get(struct rbln_device *rdev, struct rbln_device *exporter)
 	if (slot >= 0)
 		rdev->peers[slot].users++;
 	mutex_unlock(&rdev->peer_lock);
+	mutex_unlock(&rbln_peer_devices_lock);
 	return slot;
 }
 
