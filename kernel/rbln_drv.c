@@ -158,7 +158,6 @@ static const struct drm_driver rbln_drm_driver = {
 	.show_fdinfo = rbln_show_fdinfo,
 	.gem_create_object = rbln_gem_create_object,
 	.gem_prime_import = rbln_gem_prime_import,
-	.gem_prime_import_sg_table = drm_gem_shmem_prime_import_sg_table,
 	.fops = &rbln_fops,
 	.ioctls = rbln_ioctls,
 	.num_ioctls = ARRAY_SIZE(rbln_ioctls),
@@ -257,8 +256,8 @@ int rbln_device_init(struct rbln_device *rdev, struct rbln_hw *hw)
 	if (ret)
 		return ret;
 
-	ret = rbln_devmem_init(rdev) ?: rbln_mmu_init(rdev) ?: rbln_peer_init(rdev) ?:
-	      rbln_job_init(rdev) ?: rbln_vm_bind_init(rdev);
+	ret = rbln_devmem_init(rdev) ?: rbln_gem_init(rdev) ?: rbln_mmu_init(rdev) ?:
+	      rbln_peer_init(rdev) ?: rbln_job_init(rdev) ?: rbln_vm_bind_init(rdev);
 	if (ret)
 		return ret;
 	rbln_debugfs_init(rdev);
@@ -282,8 +281,8 @@ int rbln_device_init(struct rbln_device *rdev, struct rbln_hw *hw)
  * Unplug rather than unregister: files may still be open. From here on
  * every ioctl fails with -ENODEV, the device is stopped, every job in
  * flight or queued fails with -ENODEV, other devices' imports of its
- * memory reach nothing, and the device's memory lives until the last file
- * closes.
+ * memory reach nothing, nothing stays mapped for DMA on the bus device,
+ * and the driver's state lives until the last file closes.
  */
 void rbln_device_unplug(struct rbln_device *rdev)
 {
@@ -291,6 +290,14 @@ void rbln_device_unplug(struct rbln_device *rdev)
 	rbln_peer_unregister(rdev);
 	rbln_hw_stop(rdev);
 	rbln_job_unplug(rdev);
+	/*
+	 * Stopped, the device reads no memory any more: every DMA mapping
+	 * goes now, while the driver is bound to the bus device; the files
+	 * still open keep only memory the device no longer names.
+	 */
+	rbln_mmu_unplug(rdev);
+	rbln_gem_unplug(rdev);
+	rbln_peer_unplug(rdev);
 }
 
 /**

@@ -50,14 +50,23 @@ struct rbln_ring;
  * @mem_lock: protects @mem.
  * @mem: allocator of device memory, [0, @mem_size).
  * @ctx_ids: allocator of context indices.
- * @ctx_table: the context table the device reads (rbln_hw.h).
+ * @ctx_table: the context table the device reads (rbln_hw.h); NULL once
+ *	the device is unplugged (rbln_mmu_unplug()).
  * @ctx_table_dma: its DMA address.
+ * @vms_lock: protects @vms, @ctx_table's going and every context's page
+ *	tables going with it.
+ * @vms: every context of the device, by &rbln_vm.link.
  * @inval_lock: serialises MMU invalidations (rbln_mmu_invalidate()).
  * @peer_lock: protects @peers and @peer_table.
  * @peers: what each slot of the peer table is used for.
- * @peer_table: the peer table the device reads (rbln_hw.h).
+ * @peer_table: the peer table the device reads (rbln_hw.h); NULL once
+ *	the device is unplugged.
  * @peer_table_dma: its DMA address.
  * @link: in the list of rbln devices, for revoking peers (rbln_peer.c).
+ * @dma_bos_lock: protects @dma_bos and @dma_gone.
+ * @dma_bos: HOST objects mapped for the device (&rbln_bo.dma_link).
+ * @dma_gone: the device is unplugged and its objects' mappings are gone
+ *	(rbln_gem_unplug()): nothing maps for it any more.
  * @rings: the command rings.
  * @scheds: their schedulers, the list every queue's entity spreads over.
  * @reset_lock: one reset at a time, of a ring or of the function.
@@ -88,6 +97,8 @@ struct rbln_device {
 	u64 *ctx_table;
 	dma_addr_t ctx_table_dma;
 	struct mutex inval_lock; /* one MMU_INVALIDATE at a time; innermost */
+	struct mutex vms_lock; /* protects vms, ctx_table going; before a vm's lock */
+	struct list_head vms;
 
 	struct mutex peer_lock; /* protects peers, peer_table; before inval_lock */
 	struct rbln_peer_slot {
@@ -97,6 +108,10 @@ struct rbln_device {
 	u64 *peer_table;
 	dma_addr_t peer_table_dma;
 	struct list_head link;
+
+	struct mutex dma_bos_lock; /* protects dma_bos, dma_gone; before a bo's resv */
+	struct list_head dma_bos;
+	bool dma_gone;
 
 	struct rbln_ring *rings;
 	struct drm_gpu_scheduler **scheds;
@@ -165,6 +180,7 @@ void rbln_peer_register(struct rbln_device *rdev);
 void rbln_peer_unregister(struct rbln_device *rdev);
 int rbln_peer_get(struct rbln_device *rdev, struct rbln_device *exporter);
 void rbln_peer_put(struct rbln_device *rdev, int slot);
+void rbln_peer_unplug(struct rbln_device *rdev);
 
 /* rbln_job.c */
 int rbln_job_init(struct rbln_device *rdev);

@@ -10,15 +10,23 @@
  *
  * Either kind is mapped into a file's device address space when the file
  * gets a handle to it (the GEM open hook) and unmapped with the handle.
+ *
+ * A HOST object's pages are mapped for the device (an sg table on the bus
+ * device) when the device first needs them, and unmapped when the object
+ * goes, or when the device is unplugged if that comes first: no mapping
+ * outlives the driver's binding to the bus device, whatever files stay
+ * open.
  */
 
 #include <linux/dma-buf.h>
+#include <linux/dma-mapping.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/overflow.h>
 
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
+#include <drm/drm_managed.h>
 #include <drm/drm_prime.h>
 #include <drm/drm_print.h>
 
@@ -42,6 +50,7 @@ static void rbln_bo_init(struct rbln_bo *bo, u32 placement)
 	bo->placement = placement;
 	INIT_LIST_HEAD(&bo->blocks);
 	INIT_LIST_HEAD(&bo->mappings);
+	INIT_LIST_HEAD(&bo->dma_link);
 	mutex_init(&bo->map_lock);
 	drm_gem_gpuva_set_lock(&bo->base.base, &bo->map_lock);
 }
@@ -52,12 +61,127 @@ static void rbln_bo_fini(struct rbln_bo *bo)
 	mutex_destroy(&bo->map_lock);
 }
 
+/* --- DMA mappings of HOST objects ------------------------------------------ */
+
+/**
+ * rbln_bo_dma_map() - pin a HOST object's pages and map them for the device
+ * @bo: the object
+ *
+ * Both last as long as the object, or until the device is unplugged
+ * (rbln_gem_unplug()).
+ *
+ * Return: the mapped sg table, or an ERR_PTR: -ENODEV once unplugged.
+ */
+struct sg_table *rbln_bo_dma_map(struct rbln_bo *bo)
+{
+	struct drm_gem_object *obj = &bo->base.base;
+	struct rbln_device *rdev = to_rbln_device(obj->dev);
+	struct dma_buf_attachment *attach;
+	struct sg_table *sgt;
+
+	mutex_lock(&rdev->dma_bos_lock);
+	if (rdev->dma_gone) {
+		sgt = ERR_PTR(-ENODEV);
+		goto out;
+	}
+	if (bo->dma_sgt) {
+		sgt = bo->dma_sgt;
+		goto out;
+	}
+	if (!drm_gem_is_imported(obj)) {
+		sgt = drm_gem_shmem_get_pages_sgt(&bo->base);
+	} else {
+		attach = dma_buf_attach(obj->import_attach->dmabuf, obj->dev->dev);
+		if (IS_ERR(attach)) {
+			sgt = ERR_CAST(attach);
+			goto out;
+		}
+		sgt = dma_buf_map_attachment_unlocked(attach, DMA_BIDIRECTIONAL);
+		if (IS_ERR(sgt))
+			dma_buf_detach(attach->dmabuf, attach);
+		else
+			bo->dma_attach = attach;
+	}
+	if (!IS_ERR(sgt)) {
+		bo->dma_sgt = sgt;
+		list_add_tail(&bo->dma_link, &rdev->dma_bos);
+	}
+out:
+	mutex_unlock(&rdev->dma_bos_lock);
+	return sgt;
+}
+
+/* Gives back the device's mapping of @bo; under the device's dma_bos_lock. */
+static void rbln_bo_dma_unmap(struct rbln_bo *bo)
+{
+	struct drm_gem_shmem_object *shmem = &bo->base;
+	struct drm_gem_object *obj = &shmem->base;
+
+	if (!bo->dma_sgt)
+		return;
+	list_del_init(&bo->dma_link);
+	if (bo->dma_attach) {
+		dma_buf_unmap_attachment_unlocked(bo->dma_attach, bo->dma_sgt, DMA_BIDIRECTIONAL);
+		dma_buf_detach(bo->dma_attach->dmabuf, bo->dma_attach);
+		bo->dma_attach = NULL;
+	} else {
+		/* The pages stay pinned, as drm_gem_shmem_free() expects. */
+		dma_resv_lock(obj->resv, NULL);
+		dma_unmap_sgtable(obj->dev->dev, shmem->sgt, DMA_BIDIRECTIONAL, 0);
+		sg_free_table(shmem->sgt);
+		kfree(shmem->sgt);
+		shmem->sgt = NULL;
+		dma_resv_unlock(obj->resv);
+	}
+	bo->dma_sgt = NULL;
+}
+
+/**
+ * rbln_gem_init() - the device's list of mapped HOST objects
+ * @rdev: the device
+ *
+ * Return: 0 or a negative errno.
+ */
+int rbln_gem_init(struct rbln_device *rdev)
+{
+	INIT_LIST_HEAD(&rdev->dma_bos);
+	return drmm_mutex_init(&rdev->drm, &rdev->dma_bos_lock);
+}
+
+/**
+ * rbln_gem_unplug() - unmap every HOST object from the unplugged device
+ * @rdev: the device, stopped, with no page table left that names a page
+ *	(rbln_mmu_unplug())
+ *
+ * The bus device may be gone, or bound to another driver, by the time the
+ * objects go with the last file: their mappings go now.
+ */
+void rbln_gem_unplug(struct rbln_device *rdev)
+{
+	struct rbln_bo *bo, *tmp;
+
+	mutex_lock(&rdev->dma_bos_lock);
+	rdev->dma_gone = true;
+	list_for_each_entry_safe(bo, tmp, &rdev->dma_bos, dma_link)
+		rbln_bo_dma_unmap(bo);
+	mutex_unlock(&rdev->dma_bos_lock);
+}
+
 /* --- HOST objects ---------------------------------------------------------- */
 
 static void rbln_host_bo_free(struct drm_gem_object *obj)
 {
-	rbln_bo_fini(to_rbln_bo(obj));
-	drm_gem_shmem_free(&to_rbln_bo(obj)->base);
+	struct rbln_device *rdev = to_rbln_device(obj->dev);
+	struct rbln_bo *bo = to_rbln_bo(obj);
+
+	mutex_lock(&rdev->dma_bos_lock);
+	if (drm_gem_is_imported(obj))
+		rbln_bo_dma_unmap(bo);
+	list_del(&bo->dma_link);
+	mutex_unlock(&rdev->dma_bos_lock);
+	rbln_bo_fini(bo);
+	/* Unmaps the shmem helper's sg table; the import's attachment has none. */
+	drm_gem_shmem_free(&bo->base);
 }
 
 static enum drm_gem_object_status rbln_host_bo_status(struct drm_gem_object *obj)
@@ -232,15 +356,53 @@ static struct drm_gem_object *rbln_device_bo_import_peer(struct drm_device *drm,
 	return &bo->base.base;
 }
 
+static void rbln_unmapped_move_notify(struct dma_buf_attachment *attach)
+{
+	/* Nothing is mapped through it: nothing moves under the device. */
+}
+
+static const struct dma_buf_attach_ops rbln_unmapped_attach_ops = {
+	.move_notify = rbln_unmapped_move_notify,
+};
+
+/*
+ * A HOST object on a foreign buffer (or a HOST object of another rbln
+ * device), as drm_gem_prime_import() makes one, but with an attachment
+ * that maps nothing: of the exporter's kind, dynamic or not, as attaching
+ * across kinds maps at once. The device's mapping is another attachment,
+ * made when it needs the pages (rbln_bo_dma_map()).
+ */
+static struct drm_gem_object *rbln_host_bo_import(struct drm_device *drm,
+						  struct dma_buf *dma_buf)
+{
+	struct dma_buf_attachment *attach;
+	struct drm_gem_object *obj;
+
+	attach = dma_buf_dynamic_attach(dma_buf, drm->dev,
+					dma_buf_is_dynamic(dma_buf) ?
+					&rbln_unmapped_attach_ops : NULL, NULL);
+	if (IS_ERR(attach))
+		return ERR_CAST(attach);
+	obj = drm_gem_shmem_prime_import_sg_table(drm, attach, NULL);
+	if (IS_ERR(obj)) {
+		dma_buf_detach(dma_buf, attach);
+		return obj;
+	}
+	get_dma_buf(dma_buf);
+	obj->import_attach = attach;
+	obj->resv = dma_buf->resv;
+	return obj;
+}
+
 /**
  * rbln_gem_prime_import() - &drm_driver.gem_prime_import
  * @drm: the importing device
  * @dma_buf: what to import
  *
- * DEVICE objects of other rbln devices become peer objects; everything else
- * (an object of this device, a HOST object of any rbln device, a foreign
- * buffer such as a udmabuf or a dma-heap buffer) takes the generic path and
- * ends up a HOST object here.
+ * An object of this device is itself again. DEVICE objects of other rbln
+ * devices become peer objects; everything else (a HOST object of another
+ * rbln device, a foreign buffer such as a udmabuf or a dma-heap buffer)
+ * a HOST object here.
  *
  * Return: the imported object or an ERR_PTR.
  */
@@ -251,10 +413,14 @@ struct drm_gem_object *rbln_gem_prime_import(struct drm_device *drm,
 	if (dma_buf->owner == THIS_MODULE) {
 		struct drm_gem_object *obj = dma_buf->priv;
 
-		if (obj->dev != drm && to_rbln_bo(obj)->placement == RBLN_BO_DEVICE)
+		if (obj->dev == drm) {
+			drm_gem_object_get(obj);
+			return obj;
+		}
+		if (to_rbln_bo(obj)->placement == RBLN_BO_DEVICE)
 			return rbln_device_bo_import_peer(drm, dma_buf);
 	}
-	return drm_gem_prime_import(drm, dma_buf);
+	return rbln_host_bo_import(drm, dma_buf);
 }
 
 /* --- ioctls ---------------------------------------------------------------- */

@@ -11,7 +11,10 @@
 #include <drm/drm_gem_shmem_helper.h>
 
 struct dma_buf;
+struct dma_buf_attachment;
 struct drm_printer;
+struct rbln_device;
+struct sg_table;
 
 /**
  * struct rbln_bo - a buffer object, in host or device memory
@@ -28,6 +31,14 @@ struct drm_printer;
  * @map_lock: protects @mappings, and the GEM object's list of VM_BIND
  *	mappings (&drm_gem_object.gpuva).
  * @mappings: the struct rbln_mapping of every address space it is in.
+ * @dma_link: in the device's list of HOST objects mapped for it
+ *	(rbln_bo_dma_map()); under its dma_bos_lock, as are the next two.
+ * @dma_sgt: a HOST object's pages as the device reaches them, NULL until
+ *	rbln_bo_dma_map(): the shmem helper's sg table, or for an import
+ *	that of @dma_attach.
+ * @dma_attach: an imported HOST object's attachment that maps it for the
+ *	device. The GEM object's own (&drm_gem_object.import_attach) never
+ *	maps anything, as exporters may keep a mapping until detach.
  */
 struct rbln_bo {
 	struct drm_gem_shmem_object base;
@@ -38,6 +49,9 @@ struct rbln_bo {
 	int peer_slot;
 	struct mutex map_lock; /* protects mappings, base.base.gpuva */
 	struct list_head mappings;
+	struct list_head dma_link;
+	struct sg_table *dma_sgt;
+	struct dma_buf_attachment *dma_attach;
 };
 
 static inline struct rbln_bo *to_rbln_bo(struct drm_gem_object *obj)
@@ -48,6 +62,9 @@ static inline struct rbln_bo *to_rbln_bo(struct drm_gem_object *obj)
 struct drm_gem_object *rbln_gem_create_object(struct drm_device *drm, size_t size);
 struct drm_gem_object *rbln_gem_prime_import(struct drm_device *drm,
 					     struct dma_buf *dma_buf);
+struct sg_table *rbln_bo_dma_map(struct rbln_bo *bo);
+int rbln_gem_init(struct rbln_device *rdev);
+void rbln_gem_unplug(struct rbln_device *rdev);
 int rbln_bo_create_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 int rbln_bo_info_ioctl(struct drm_device *drm, void *data, struct drm_file *file);
 void rbln_gem_show_fdinfo(struct drm_printer *p, struct drm_file *file);

@@ -235,18 +235,25 @@ static void rbln_ring_complete(struct rbln_ring *ring)
 	spin_unlock(&ring->lock);
 }
 
-/* The device's interrupt: see what each flagged ring has to say. */
+/*
+ * The device's interrupt: see what each flagged ring has to say. Once the
+ * device is unplugged, every fence is failed and the rings' memory goes:
+ * an interrupt still arriving has nothing to do.
+ */
 static void rbln_irq(void *data)
 {
 	struct rbln_device *rdev = data;
 	u32 status;
 	unsigned int r;
+	int idx;
 
+	if (!drm_dev_enter(&rdev->drm, &idx))
+		return;
 	status = rbln_hw_read(rdev->hw, RBLN_REG_IRQ_STATUS);
 	if (status == RBLN_REG_DEAD)
 		rbln_device_lost(rdev);
 	if (!status || status == RBLN_REG_DEAD)
-		return;
+		goto out;
 	rbln_hw_write(rdev->hw, RBLN_REG_IRQ_STATUS, status);
 	for (r = 0; r < rdev->num_rings; r++) {
 		if (!(status & BIT(r)))
@@ -254,6 +261,8 @@ static void rbln_irq(void *data)
 		rbln_ring_fault(&rdev->rings[r]);
 		rbln_ring_complete(&rdev->rings[r]);
 	}
+out:
+	drm_dev_exit(idx);
 }
 
 /* The entry of @fence's job at @slot, for the device to read after TAIL. */
@@ -512,6 +521,20 @@ static const struct drm_sched_backend_ops rbln_sched_ops = {
 	.free_job = rbln_free_job,
 };
 
+/* The memory the device reads and writes for @ring, once it no longer does. */
+static void rbln_ring_free_dma(struct rbln_ring *ring)
+{
+	struct device *dma_dev = ring->rdev->hw->dma_dev;
+
+	if (ring->entries)
+		dma_free_coherent(dma_dev, RBLN_RING_ENTRIES * sizeof(*ring->entries),
+				  ring->entries, ring->entries_dma);
+	if (ring->fence_slot)
+		dma_free_coherent(dma_dev, sizeof(u64), ring->fence_slot, ring->fence_dma);
+	ring->entries = NULL;
+	ring->fence_slot = NULL;
+}
+
 static void rbln_job_fini(struct drm_device *drm, void *arg)
 {
 	struct rbln_device *rdev = to_rbln_device(drm);
@@ -522,13 +545,7 @@ static void rbln_job_fini(struct drm_device *drm, void *arg)
 
 		if (ring->sched.ops)
 			drm_sched_fini(&ring->sched);
-		if (ring->entries)
-			dma_free_coherent(rdev->hw->dma_dev,
-					  RBLN_RING_ENTRIES * sizeof(*ring->entries),
-					  ring->entries, ring->entries_dma);
-		if (ring->fence_slot)
-			dma_free_coherent(rdev->hw->dma_dev, sizeof(u64), ring->fence_slot,
-					  ring->fence_dma);
+		rbln_ring_free_dma(ring);
 	}
 }
 
@@ -606,9 +623,11 @@ int rbln_job_init(struct rbln_device *rdev)
 
 /**
  * rbln_job_unplug() - fail every job in flight: the device is gone
- * @rdev: the device, after drm_dev_unplug()
+ * @rdev: the device, after drm_dev_unplug(), stopped
  *
  * Jobs still queued fail in run_job; nothing waits for the device again.
+ * The rings' memory goes: only drm_dev_enter() sections touch it (run_job,
+ * the timeout handler, the interrupt handler), and none is left.
  */
 void rbln_job_unplug(struct rbln_device *rdev)
 {
@@ -622,6 +641,7 @@ void rbln_job_unplug(struct rbln_device *rdev)
 		list_for_each_entry_safe(fence, tmp, &ring->pending, link)
 			rbln_fence_retire(ring, fence, -ENODEV);
 		spin_unlock(&ring->lock);
+		rbln_ring_free_dma(ring);
 	}
 }
 

@@ -57,12 +57,19 @@ void rbln_mmu_program(struct rbln_device *rdev)
 	rbln_hw_write(rdev->hw, RBLN_REG_CTX_TABLE_HI, upper_32_bits(rdev->ctx_table_dma));
 }
 
+static void rbln_ctx_table_free(struct rbln_device *rdev)
+{
+	dma_free_coherent(rdev->hw->dma_dev, RBLN_MAX_CONTEXTS * sizeof(u64),
+			  rdev->ctx_table, rdev->ctx_table_dma);
+	rdev->ctx_table = NULL;
+}
+
 static void rbln_mmu_fini(struct drm_device *drm, void *arg)
 {
 	struct rbln_device *rdev = to_rbln_device(drm);
 
-	dma_free_coherent(rdev->hw->dma_dev, RBLN_MAX_CONTEXTS * sizeof(u64),
-			  rdev->ctx_table, rdev->ctx_table_dma);
+	if (rdev->ctx_table)
+		rbln_ctx_table_free(rdev);
 	ida_destroy(&rdev->ctx_ids);
 }
 
@@ -77,9 +84,11 @@ int rbln_mmu_init(struct rbln_device *rdev)
 	struct device *dma_dev = rdev->hw->dma_dev;
 	int ret;
 
-	ret = drmm_mutex_init(&rdev->drm, &rdev->inval_lock);
+	ret = drmm_mutex_init(&rdev->drm, &rdev->inval_lock) ?:
+	      drmm_mutex_init(&rdev->drm, &rdev->vms_lock);
 	if (ret)
 		return ret;
+	INIT_LIST_HEAD(&rdev->vms);
 	ida_init(&rdev->ctx_ids);
 	rdev->ctx_table = dma_alloc_coherent(dma_dev, RBLN_MAX_CONTEXTS * sizeof(u64),
 					     &rdev->ctx_table_dma, GFP_KERNEL);
@@ -125,6 +134,30 @@ static void rbln_pt_free(struct rbln_device *rdev, struct rbln_pt *pt, unsigned 
 	dma_free_coherent(rdev->hw->dma_dev, PAGE_SIZE, pt->cpu, pt->dma);
 }
 
+/**
+ * rbln_mmu_unplug() - free the device's tables: it is stopped, unplugged
+ * @rdev: the device
+ *
+ * The context table and every context's page tables go now, with their
+ * DMA mappings; a context of a file still open maps nothing any more, and
+ * no new one is made.
+ */
+void rbln_mmu_unplug(struct rbln_device *rdev)
+{
+	struct rbln_vm *vm;
+
+	mutex_lock(&rdev->vms_lock);
+	list_for_each_entry(vm, &rdev->vms, link) {
+		mutex_lock(&vm->lock);
+		rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
+		vm->root.cpu = NULL;
+		vm->root.child = NULL;
+		mutex_unlock(&vm->lock);
+	}
+	rbln_ctx_table_free(rdev);
+	mutex_unlock(&rdev->vms_lock);
+}
+
 /* The leaf table covering @va, allocated on the way when @alloc. */
 static struct rbln_pt *rbln_pt_leaf(struct rbln_vm *vm, u64 va, bool alloc)
 {
@@ -133,6 +166,8 @@ static struct rbln_pt *rbln_pt_leaf(struct rbln_vm *vm, u64 va, bool alloc)
 
 	lockdep_assert_held(&vm->lock);
 
+	if (!pt->cpu)
+		return NULL;
 	for (level = RBLN_PT_LEVELS - 1; level > 0; level--) {
 		idx = PT_INDEX(va, level);
 		if (!pt->child[idx]) {
@@ -164,7 +199,7 @@ static int rbln_pt_set(struct rbln_vm *vm, u64 va, u64 addr, u64 size, u64 flags
 		if (!leaf || !PT_INDEX(va + off, 0))
 			leaf = rbln_pt_leaf(vm, va + off, true);
 		if (!leaf)
-			return -ENOMEM;
+			return vm->root.cpu ? -ENOMEM : -ENODEV;
 		WRITE_ONCE(leaf->cpu[PT_INDEX(va + off, 0)], (addr + off) | flags);
 	}
 	return 0;
@@ -187,14 +222,15 @@ static void rbln_pt_clear(struct rbln_vm *vm, u64 va, u64 size)
  * @vm: the address space, locked
  * @va: first address
  * @bo: the object; a HOST object's pages are pinned already
- *	(drm_gem_shmem_get_pages_sgt())
+ *	(rbln_bo_dma_map())
  * @offset: page-aligned offset in @bo
  * @size: page-aligned size, with @offset + @size at most @bo's size
  * @flags: RBLN_PTE_VALID and RBLN_PTE_WRITE as granted
  *
  * Allocates no page table that rbln_vm_pt_prepare() made for the range.
  *
- * Return: 0, or -ENOMEM with nothing of the range mapped.
+ * Return: 0, or -ENOMEM with nothing of the range mapped, or -ENODEV when
+ * the device is unplugged.
  */
 static int rbln_pt_map_bo(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset,
 			  u64 size, u64 flags)
@@ -207,6 +243,9 @@ static int rbln_pt_map_bo(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 of
 
 	lockdep_assert_held(&vm->lock);
 
+	/* Unplugged: nothing to map, and a HOST object's table may be gone. */
+	if (!vm->root.cpu)
+		return -ENODEV;
 	if (bo->placement == RBLN_BO_DEVICE) {
 		struct rbln_device *mem = to_rbln_device(owner->base.base.dev);
 
@@ -229,7 +268,7 @@ static int rbln_pt_map_bo(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 of
 		}
 	} else {
 		/* An importer's table may be longer than the object: not past it. */
-		for_each_sgtable_dma_page(bo->base.sgt, &iter, offset >> PAGE_SHIFT) {
+		for_each_sgtable_dma_page(bo->dma_sgt, &iter, offset >> PAGE_SHIFT) {
 			if (va == end)
 				break;
 			ret = rbln_pt_set(vm, va, sg_page_iter_dma_address(&iter), PAGE_SIZE,
@@ -261,7 +300,7 @@ static int rbln_mapping_bind(struct rbln_vm *vm, struct rbln_mapping *map)
 	if (map->bound)
 		return 0;
 	if (bo->placement == RBLN_BO_HOST) {
-		struct sg_table *sgt = drm_gem_shmem_get_pages_sgt(&bo->base);
+		struct sg_table *sgt = rbln_bo_dma_map(bo);
 
 		if (IS_ERR(sgt))
 			return PTR_ERR(sgt);
@@ -283,13 +322,15 @@ static int rbln_mapping_bind(struct rbln_vm *vm, struct rbln_mapping *map)
  * may be waited for (the bind queue), where reclaim must not be entered.
  * Tables live as long as @vm.
  *
- * Return: 0 or -ENOMEM.
+ * Return: 0, -ENOMEM, or -ENODEV when the device is unplugged.
  */
 int rbln_vm_pt_prepare(struct rbln_vm *vm, u64 va, u64 size)
 {
 	u64 last = va + size - 1;
 
 	lockdep_assert_held(&vm->lock);
+	if (!vm->root.cpu)
+		return -ENODEV;
 	/* One leaf covers 2 MiB: one lookup per leaf, and the last. */
 	for (; va <= last; va = round_down(va, SZ_2M) + SZ_2M) {
 		if (!rbln_pt_leaf(vm, va, true))
@@ -312,8 +353,10 @@ int rbln_vm_pt_prepare(struct rbln_vm *vm, u64 va, u64 size)
 void rbln_vm_pt_map(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset, u64 size,
 		    u32 perm)
 {
-	/* Cannot fail: every table exists. */
-	WARN_ON(rbln_pt_map_bo(vm, va, bo, offset, size, rbln_pte_flags(perm)));
+	int ret = rbln_pt_map_bo(vm, va, bo, offset, size, rbln_pte_flags(perm));
+
+	/* Every table exists; unless the device is unplugged, and has none. */
+	WARN_ON(ret && ret != -ENODEV);
 }
 
 /**
@@ -346,12 +389,13 @@ static const struct drm_gpuvm_ops rbln_gpuvm_ops = {
  * The context gets its hardware context index with its first job
  * (rbln_vm_activate()): open files that never submit take none.
  *
- * Return: the context, or an ERR_PTR.
+ * Return: the context, or an ERR_PTR: -ENODEV once the device is unplugged.
  */
 struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 {
 	struct drm_gem_object *r_obj;
 	struct rbln_vm *vm;
+	bool gone;
 	int ret;
 
 	vm = kzalloc(sizeof(*vm), GFP_KERNEL);
@@ -368,6 +412,7 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 		kfree(vm);
 		return ERR_PTR(ret);
 	}
+	INIT_LIST_HEAD(&vm->link);
 	kref_init(&vm->ref);
 	vm->rdev = rdev;
 	init_waitqueue_head(&vm->jobs_done);
@@ -378,6 +423,16 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 	drm_gpuvm_init(&vm->gpuvm, "rbln", 0, &rdev->drm, r_obj, RBLN_VM_BIND_START,
 		       RBLN_VM_BIND_SIZE, 0, 0, &rbln_gpuvm_ops);
 	drm_gem_object_put(r_obj);
+
+	mutex_lock(&rdev->vms_lock);
+	gone = !rdev->ctx_table;
+	if (!gone)
+		list_add_tail(&vm->link, &rdev->vms);
+	mutex_unlock(&rdev->vms_lock);
+	if (gone) {
+		rbln_vm_put(vm);
+		return ERR_PTR(-ENODEV);
+	}
 	return vm;
 }
 
@@ -385,8 +440,9 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
  * rbln_vm_activate() - give @vm a hardware context, for its first job
  * @vm: the address space
  *
- * Return: 0, or -ENOSPC when all RBLN_MAX_CONTEXTS - 1 contexts of the
- * device belong to files that have submitted.
+ * Return: 0, -ENOSPC when all RBLN_MAX_CONTEXTS - 1 contexts of the
+ * device belong to files that have submitted, or -ENODEV once the device
+ * is unplugged.
  */
 int rbln_vm_activate(struct rbln_vm *vm)
 {
@@ -394,7 +450,9 @@ int rbln_vm_activate(struct rbln_vm *vm)
 	int ret = 0;
 
 	mutex_lock(&vm->lock);
-	if (!vm->id) {
+	if (!vm->root.cpu) {
+		ret = -ENODEV;
+	} else if (!vm->id) {
 		/* Context 0 is never used: a zeroed entry means no context. */
 		ret = ida_alloc_range(&rdev->ctx_ids, 1, RBLN_MAX_CONTEXTS - 1, GFP_KERNEL);
 		if (ret >= 0) {
@@ -419,7 +477,7 @@ void rbln_vm_cancel(struct rbln_vm *vm)
 {
 	atomic_set(&vm->banned, 1);
 	mutex_lock(&vm->lock);
-	if (vm->id)
+	if (vm->id && vm->root.cpu)
 		WRITE_ONCE(vm->rdev->ctx_table[vm->id], 0);
 	mutex_unlock(&vm->lock);
 }
@@ -430,14 +488,23 @@ static void rbln_vm_release(struct kref *ref)
 	struct rbln_device *rdev = vm->rdev;
 	struct drm_mm_node *node, *next;
 
-	/* No job of the context runs any more; nothing may walk its tables. */
-	if (vm->id) {
-		WRITE_ONCE(rdev->ctx_table[vm->id], 0);
-		rbln_mmu_invalidate(rdev);
-		ida_free(&rdev->ctx_ids, vm->id);
+	/*
+	 * No job of the context runs any more; nothing may walk its tables.
+	 * Unless the device is unplugged: then they are gone already.
+	 */
+	mutex_lock(&rdev->vms_lock);
+	list_del(&vm->link);
+	if (vm->root.cpu) {
+		if (vm->id) {
+			WRITE_ONCE(rdev->ctx_table[vm->id], 0);
+			rbln_mmu_invalidate(rdev);
+		}
+		rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
 	}
+	mutex_unlock(&rdev->vms_lock);
+	if (vm->id)
+		ida_free(&rdev->ctx_ids, vm->id);
 	rbln_vm_unbind_all(vm);
-	rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
 	drm_mm_takedown(&vm->mm);
 	drm_mm_for_each_node_safe(node, next, &vm->reserved) {
 		drm_mm_remove_node(node);

@@ -65,7 +65,10 @@ struct rbln_pt {
  *	leave them: what the bind queue has still to do is in its jobs. Its
  *	reservation object carries the fence of every job of the context,
  *	for unbinds to wait for.
- * @root: the top-level page table.
+ * @root: the top-level page table. Its @cpu is NULL once the device is
+ *	unplugged: the tables are gone (rbln_mmu_unplug()), and the context
+ *	maps nothing any more.
+ * @link: in the device's list of contexts, under its vms_lock.
  * @banned: set when a job of the context faulted: no more submissions.
  * @busy_ns: time the device spent on the context's jobs.
  * @jobs: jobs of the context not yet freed.
@@ -81,6 +84,7 @@ struct rbln_vm {
 	struct drm_mm reserved;
 	struct drm_gpuvm gpuvm;
 	struct rbln_pt root;
+	struct list_head link;
 	atomic_t banned;
 	atomic64_t busy_ns;
 	atomic_t jobs;
@@ -130,6 +134,7 @@ struct rbln_device;
 int rbln_mmu_init(struct rbln_device *rdev);
 void rbln_mmu_invalidate(struct rbln_device *rdev);
 void rbln_mmu_program(struct rbln_device *rdev);
+void rbln_mmu_unplug(struct rbln_device *rdev);
 struct rbln_vm *rbln_vm_create(struct rbln_device *rdev);
 int rbln_vm_activate(struct rbln_vm *vm);
 void rbln_vm_cancel(struct rbln_vm *vm);

@@ -24,12 +24,32 @@
 static LIST_HEAD(rbln_peer_devices);
 static DEFINE_MUTEX(rbln_peer_devices_lock);
 
+static void rbln_peer_table_free(struct rbln_device *rdev)
+{
+	dma_free_coherent(rdev->hw->dma_dev, RBLN_MAX_PEERS * sizeof(u64), rdev->peer_table,
+			  rdev->peer_table_dma);
+	rdev->peer_table = NULL;
+}
+
 static void rbln_peer_fini(struct drm_device *drm, void *arg)
 {
 	struct rbln_device *rdev = to_rbln_device(drm);
 
-	dma_free_coherent(rdev->hw->dma_dev, RBLN_MAX_PEERS * sizeof(u64), rdev->peer_table,
-			  rdev->peer_table_dma);
+	if (rdev->peer_table)
+		rbln_peer_table_free(rdev);
+}
+
+/**
+ * rbln_peer_unplug() - free the peer table of @rdev: it is stopped, unplugged
+ * @rdev: the device, out of the list of devices (rbln_peer_unregister())
+ *
+ * Its imports' slots stay counted until they go; they reach nothing.
+ */
+void rbln_peer_unplug(struct rbln_device *rdev)
+{
+	mutex_lock(&rdev->peer_lock);
+	rbln_peer_table_free(rdev);
+	mutex_unlock(&rdev->peer_lock);
 }
 
 /* Tells the device where the peer table is: at init and after a function reset. */
@@ -114,8 +134,9 @@ void rbln_peer_unregister(struct rbln_device *rdev)
  * slots of earlier imports: its serial may be a live device's by now, as
  * a PCI function removed and found again keeps its serial.
  *
- * Return: the slot, held until rbln_peer_put(), or -ENOSPC when
- * RBLN_MAX_PEERS other devices are reached already.
+ * Return: the slot, held until rbln_peer_put(), -ENOSPC when
+ * RBLN_MAX_PEERS other devices are reached already, or -ENODEV when @rdev
+ * is unplugged.
  */
 int rbln_peer_get(struct rbln_device *rdev, struct rbln_device *exporter)
 {
@@ -126,6 +147,11 @@ int rbln_peer_get(struct rbln_device *rdev, struct rbln_device *exporter)
 	mutex_lock(&rbln_peer_devices_lock);
 	gone = list_empty(&exporter->link);
 	mutex_lock(&rdev->peer_lock);
+	if (!rdev->peer_table) {
+		mutex_unlock(&rdev->peer_lock);
+		mutex_unlock(&rbln_peer_devices_lock);
+		return -ENODEV;
+	}
 	for (slot = 0; slot < RBLN_MAX_PEERS; slot++) {
 		if (!gone && rdev->peers[slot].serial == exporter->serial)
 			break;
@@ -159,7 +185,8 @@ void rbln_peer_put(struct rbln_device *rdev, int slot)
 	mutex_lock(&rdev->peer_lock);
 	if (!--rdev->peers[slot].users) {
 		rdev->peers[slot].serial = 0;
-		WRITE_ONCE(rdev->peer_table[slot], 0);
+		if (rdev->peer_table)
+			WRITE_ONCE(rdev->peer_table[slot], 0);
 	}
 	mutex_unlock(&rdev->peer_lock);
 }

@@ -436,7 +436,7 @@ static int rbln_bind_lookup(struct rbln_bind_job *job, struct drm_file *file,
 		job->perm |= RBLN_MAP_WRITE;
 	/* Host pages stay pinned as long as the object: the bind queue cannot allocate. */
 	if (bo->placement == RBLN_BO_HOST)
-		return PTR_ERR_OR_ZERO(drm_gem_shmem_get_pages_sgt(&bo->base));
+		return PTR_ERR_OR_ZERO(rbln_bo_dma_map(bo));
 	return 0;
 }
 
