@@ -299,6 +299,134 @@ TEST(remove_with_open_file)
 	ASSERT_EQ(0, rbln_test_victim_restore(&vic));
 }
 
+/* 1 when the @bytes at @p all hold @pattern. */
+static int holds(const void *p, size_t bytes, uint32_t pattern)
+{
+	const uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < bytes / 4; i++)
+		if (w[i] != pattern)
+			return 0;
+	return 1;
+}
+
+/*
+ * Removal while the victim has every kind of DMA mapping: HOST objects
+ * mapped by a job and by VM_BIND, a foreign buffer imported (udmabuf), a
+ * peer import, jobs in flight and a bind waiting behind them. The mappings
+ * go with the removal, while the driver still owns the bus device; what
+ * stays open winds down after it: the waiting bind runs on a context whose
+ * tables are gone, handles close, the CPU mapping still reads what the
+ * device wrote. On the debug kernel, DMA-API debugging reports a mapping
+ * left at the unbind as a splat, and KASAN a table used after it was freed.
+ */
+TEST(remove_with_every_kind_of_mapping)
+{
+	struct rbln_test_buf cmd, slow, a, b, peer;
+	struct drm_rbln_sync done = { 0 }, bound = { 0 };
+	struct rbln_drm_device *dev, *other;
+	uint32_t queue, bos[5], h_peer, h_udma = 0, n = 0;
+	struct rbln_drm_bo_info info;
+	struct rbln_test_victim vic;
+	int added, udma, memfd = -1, fd, bound_fd, i;
+	struct rbln_drm_cmd c;
+	uint64_t va;
+
+	ASSERT_EQ(0, rbln_test_victim_get(&vic, ID_B, 16));
+	ASSERT_EQ(0, rbln_test_victim_open(&vic, &dev));
+	ASSERT_EQ(0, rbln_test_bystander_open(&vic, ID_A, &other, &added));
+	ASSERT_EQ(0, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &cmd));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &slow));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 4 << 20, RBLN_BO_HOST, 0, &a));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 2 << 20, RBLN_BO_HOST, 0, &b));
+	/* B at an address of the file's choosing, with room for a second bind. */
+	ASSERT_EQ(0, rbln_drm_vm_reserve(dev, 4 << 20, 0, &va));
+	ASSERT_EQ(0, rbln_drm_vm_map(dev, va, 2 << 20, b.handle, 0, 0, NULL, 0, NULL));
+	/* The bystander's device memory, through the victim's peer table. */
+	ASSERT_EQ(0, rbln_test_buf_new(other, 1 << 20, RBLN_BO_DEVICE, 0, &peer));
+	ASSERT_EQ(0, rbln_drm_bo_export(other, peer.handle, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_import(dev, fd, &h_peer));
+	close(fd);
+
+	rbln_drm_cmd_init(&c, cmd.cpu, cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, a.va, 0xa11ce, a.size));
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, va, 0xb0b, b.size));
+	ASSERT_EQ(0, rbln_drm_bo_info(dev, h_peer, &info));
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, info.va, 0xbee, 1 << 20));
+	bos[n++] = a.handle;
+	bos[n++] = b.handle;
+	bos[n++] = h_peer;
+	udma = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+	if (udma >= 0) {
+		memfd = rbln_test_sealed_memfd(1 << 20);
+		ASSERT_LE(0, memfd);
+		fd = rbln_test_udmabuf(udma, memfd, 1 << 20);
+		ASSERT_LE(0, fd);
+		ASSERT_EQ(0, rbln_drm_bo_import(dev, fd, &h_udma));
+		close(fd);
+		ASSERT_EQ(0, rbln_drm_bo_info(dev, h_udma, &info));
+		ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, info.va, 0xf00, 1 << 20));
+		bos[n++] = h_udma;
+	} else {
+		TH_LOG("no /dev/udmabuf: no foreign import");
+	}
+	/* One job uses them all: each is mapped for the device now. */
+	ASSERT_EQ(1, rbln_test_run(dev, queue, &cmd, c.len, bos, n, 20000));
+	EXPECT_TRUE(holds(b.cpu, b.size, 0xb0b));
+
+	/* Jobs that keep the device busy, and a bind that waits for the last. */
+	rbln_drm_cmd_init(&c, slow.cpu, slow.size);
+	for (i = 0; i < 16; i++)
+		ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, a.va, i, a.size));
+	bos[0] = a.handle;
+	bos[1] = slow.handle;
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &done.handle));
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &bound.handle));
+	for (i = 0; i < 8; i++)
+		ASSERT_EQ(0, rbln_drm_submit(dev, queue, slow.va, c.len, bos, 2, NULL, 0,
+					     i == 7 ? &done : NULL));
+	ASSERT_EQ(0, rbln_drm_vm_map(dev, va + (2 << 20), 2 << 20, b.handle, 0, 0, &done, 1,
+				     &bound));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(dev), bound.handle, &bound_fd));
+
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
+
+	/* The bind runs once the jobs it waits for are failed: it maps nothing. */
+	EXPECT_NE(0, sync_file_wait_status(bound_fd, rbln_test_ms(20000)))
+		TH_LOG("the bind waiting at the removal never ended");
+	close(bound_fd);
+	EXPECT_EQ(-ENODEV, rbln_drm_submit(dev, queue, cmd.va, 64, bos, 2, NULL, 0, NULL));
+	EXPECT_EQ(-ENODEV, rbln_drm_vm_map(dev, va + (2 << 20), 2 << 20, b.handle, 0, 0,
+					   NULL, 0, NULL));
+	ASSERT_EQ(0, rbln_drm_bo_export(other, peer.handle, &fd));
+	EXPECT_EQ(-ENODEV, rbln_drm_bo_import(dev, fd, &h_peer));
+	close(fd);
+	/* The pages are the process's still, as the device left them. */
+	EXPECT_TRUE(holds(b.cpu, b.size, 0xb0b));
+
+	/* Handles, CPU mappings and the file go after their device. */
+	munmap(a.cpu, a.size);
+	munmap(b.cpu, b.size);
+	munmap(cmd.cpu, cmd.size);
+	munmap(slow.cpu, slow.size);
+	rbln_drm_close(dev);
+	if (memfd >= 0)
+		close(memfd);
+	if (udma >= 0)
+		close(udma);
+
+	/* The exporter of the peer import is untouched. */
+	EXPECT_EQ(0, rbln_test_buf_new(other, 4096, RBLN_BO_HOST, 0, &a));
+	rbln_test_buf_free(other, &a);
+	rbln_test_buf_free(other, &peer);
+	rbln_drm_close(other);
+	if (added)
+		EXPECT_EQ(0, rbln_emu_del(ID_A));
+	ASSERT_EQ(0, rbln_test_victim_restore(&vic));
+}
+
 struct hammer {
 	struct rbln_drm_device *dev;
 	atomic_long ok, gone, other;

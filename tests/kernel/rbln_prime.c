@@ -276,28 +276,6 @@ TEST_F(prime, peer_of_read_only_object_faults_on_write)
 	rbln_test_buf_free(self->b, &hb);
 }
 
-/* A memfd of @size that cannot shrink, as udmabuf wants; or -1. */
-static int sealed_memfd(size_t size)
-{
-	int fd = memfd_create("rbln-test", MFD_ALLOW_SEALING | MFD_CLOEXEC);
-
-	if (fd >= 0 && (ftruncate(fd, size) || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK))) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
-/* A dma-buf of the first @size bytes of @memfd, from /dev/udmabuf @dev; or -1. */
-static int udmabuf_of(int dev, int memfd, size_t size)
-{
-	struct udmabuf_create create = {
-		.memfd = memfd, .flags = UDMABUF_FLAGS_CLOEXEC, .size = size,
-	};
-
-	return ioctl(dev, UDMABUF_CREATE, &create);
-}
-
 TEST_F(prime, udmabuf_as_host_object)
 {
 	struct rbln_drm_bo_info info;
@@ -308,13 +286,13 @@ TEST_F(prime, udmabuf_as_host_object)
 	dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
 	if (dev < 0)
 		SKIP(return, "no /dev/udmabuf");
-	memfd = sealed_memfd(4 * PAGE);
+	memfd = rbln_test_sealed_memfd(4 * PAGE);
 	ASSERT_GE(memfd, 0);
 	p = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	ASSERT_NE(MAP_FAILED, p);
 	fill(p, 4 * PAGE, 31337);
 
-	buf = udmabuf_of(dev, memfd, 4 * PAGE);
+	buf = rbln_test_udmabuf(dev, memfd, 4 * PAGE);
 	ASSERT_GE(buf, 0);
 	ASSERT_EQ(0, rbln_drm_bo_import(self->a, buf, &h));
 	close(buf);
@@ -347,9 +325,9 @@ TEST_F(prime, imported_host_object_ends_at_its_size)
 	dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
 	if (dev < 0)
 		SKIP(return, "no /dev/udmabuf");
-	memfd = sealed_memfd(3 * PAGE);
+	memfd = rbln_test_sealed_memfd(3 * PAGE);
 	ASSERT_GE(memfd, 0);
-	buf = udmabuf_of(dev, memfd, 3 * PAGE);
+	buf = rbln_test_udmabuf(dev, memfd, 3 * PAGE);
 	ASSERT_GE(buf, 0);
 	ASSERT_EQ(0, rbln_drm_bo_import(self->a, buf, &h));
 	close(buf);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <linux/sync_file.h>
+#include <linux/udmabuf.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -69,18 +70,21 @@ static inline int rbln_sysfs_write(const char *path, const char *value)
 	return err;
 }
 
-/* Reads an unsigned number from the sysfs file @path, or -1. */
+/*
+ * Reads a non-negative number from the sysfs file @path, in decimal or in
+ * C notation ("0xfffe"), or -1.
+ */
 static inline long long rbln_sysfs_read_ull(const char *path)
 {
-	unsigned long long v;
+	long long v;
 	FILE *f = fopen(path, "re");
 	int n;
 
 	if (!f)
 		return -1;
-	n = fscanf(f, "%llu", &v);
+	n = fscanf(f, "%lli", &v);
 	fclose(f);
-	return n == 1 ? (long long)v : -1;
+	return n == 1 && v >= 0 ? v : -1;
 }
 
 /* new_device with "@id [@mem_mib]" (@mem_mib 0: the default): 0 or -errno. */
@@ -182,20 +186,6 @@ static inline int rbln_test_initial_devices(void)
 	return (int)rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/emu_devices");
 }
 
-/* Reads a number in C notation ("0xfffe") from the sysfs file @path, or -1. */
-static inline long long rbln_sysfs_read_num(const char *path)
-{
-	long long v;
-	FILE *f = fopen(path, "re");
-	int n;
-
-	if (!f)
-		return -1;
-	n = fscanf(f, "%lli", &v);
-	fclose(f);
-	return n == 1 ? v : -1;
-}
-
 static inline int rbln_pci_cmp_name(const void *a, const void *b)
 {
 	return strcmp((const char *)a, (const char *)b);
@@ -219,10 +209,10 @@ static inline int rbln_pci_functions(char (*names)[RBLN_DEV_NAME_MAX], int max)
 		if (de->d_name[0] == '.' || strlen(de->d_name) >= RBLN_DEV_NAME_MAX)
 			continue;
 		snprintf(path, sizeof(path), RBLN_PCI_BUS "/devices/%s/vendor", de->d_name);
-		if (rbln_sysfs_read_num(path) != RBLN_PCI_VENDOR)
+		if (rbln_sysfs_read_ull(path) != RBLN_PCI_VENDOR)
 			continue;
 		snprintf(path, sizeof(path), RBLN_PCI_BUS "/devices/%s/device", de->d_name);
-		if (rbln_sysfs_read_num(path) != RBLN_PCI_DEVICE)
+		if (rbln_sysfs_read_ull(path) != RBLN_PCI_DEVICE)
 			continue;
 		strcpy(names[n++], de->d_name);
 	}
@@ -593,6 +583,28 @@ static inline int rbln_test_run(struct rbln_drm_device *dev, uint32_t queue,
 	ret = rbln_drm_fence_status(dev, signal.handle, 0, &status);
 	drmSyncobjDestroy(rbln_drm_fd(dev), signal.handle);
 	return ret ? -1000 + ret : status;
+}
+
+/* A memfd of @size that cannot shrink, as udmabuf wants; or -1. */
+static inline int rbln_test_sealed_memfd(size_t size)
+{
+	int fd = memfd_create("rbln-test", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+
+	if (fd >= 0 && (ftruncate(fd, size) || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* A dma-buf of the first @size bytes of @memfd, from /dev/udmabuf @dev; or -1. */
+static inline int rbln_test_udmabuf(int dev, int memfd, size_t size)
+{
+	struct udmabuf_create create = {
+		.memfd = memfd, .flags = UDMABUF_FLAGS_CLOEXEC, .size = size,
+	};
+
+	return ioctl(dev, UDMABUF_CREATE, &create);
 }
 
 /* The status of a sync_file once it signals within @ms: see sync_file.h. */
