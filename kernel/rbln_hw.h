@@ -187,14 +187,15 @@ struct rbln_hw_ops {
  * struct rbln_hw - one NPU as the driver sees it
  * @ops: the backend's accessors.
  * @irq: the driver's interrupt handler, set before any ring is enabled.
- *	The backend calls it, never concurrently with itself, in a context
+ *	The backend calls it with the vector raised (a ring's index, or
+ *	NUM_RINGS for a fault), never concurrently with itself, in a context
  *	that may not sleep for long (a threaded interrupt's).
  * @irq_data: passed to @irq.
  * @dma_dev: the device that masters DMA, for the DMA API.
  */
 struct rbln_hw {
 	const struct rbln_hw_ops *ops;
-	void (*irq)(void *irq_data);
+	void (*irq)(void *irq_data, unsigned int vector);
 	void *irq_data;
 	struct device *dma_dev;
 };

@@ -236,11 +236,14 @@ static void rbln_ring_complete(struct rbln_ring *ring)
 }
 
 /*
- * The device's interrupt: see what each flagged ring has to say. Once the
- * device is unplugged, every fence is failed and the rings' memory goes:
- * an interrupt still arriving has nothing to do.
+ * The device's interrupt. A ring's vector says the ring completed entries,
+ * and the fence slot in memory says which: no register is read, the costly
+ * part of an interrupt across a bus. The fault vector says that rings
+ * faulted, and IRQ_STATUS which. Once the device is unplugged, every fence
+ * is failed and the rings' memory goes: an interrupt still arriving has
+ * nothing to do.
  */
-static void rbln_irq(void *data)
+static void rbln_irq(void *data, unsigned int vector)
 {
 	struct rbln_device *rdev = data;
 	u32 status;
@@ -249,6 +252,10 @@ static void rbln_irq(void *data)
 
 	if (!drm_dev_enter(&rdev->drm, &idx))
 		return;
+	if (vector < rdev->num_rings) {
+		rbln_ring_complete(&rdev->rings[vector]);
+		goto out;
+	}
 	status = rbln_hw_read(rdev->hw, RBLN_REG_IRQ_STATUS);
 	if (status == RBLN_REG_DEAD)
 		rbln_device_lost(rdev);

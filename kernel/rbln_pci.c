@@ -40,6 +40,7 @@ static struct workqueue_struct *rbln_pci_wq;
  * @regs: BAR0 while the function is bound; NULL once removed.
  * @regs_len: its length.
  * @irq_lock: serialises calls of the driver's handler.
+ * @vectors: what each vector's handler is given: its number.
  *
  * Lives in drmm_ memory: as long as the DRM device, which may outlive the
  * binding while files are open.
@@ -51,6 +52,10 @@ struct rbln_pci {
 	void __iomem *regs;
 	resource_size_t regs_len;
 	spinlock_t irq_lock; /* serialises the driver's handler */
+	struct rbln_pci_vector {
+		struct rbln_pci *pci;
+		unsigned int index;
+	} vectors[RBLN_MAX_RINGS + 1];
 };
 
 static u32 rbln_pci_read32(struct rbln_hw *hw, u32 reg)
@@ -115,11 +120,12 @@ static const struct rbln_hw_ops rbln_pci_hw_ops = {
 
 static irqreturn_t rbln_pci_irq(int irq, void *data)
 {
-	struct rbln_pci *pci = data;
+	struct rbln_pci_vector *vec = data;
+	struct rbln_pci *pci = vec->pci;
 
 	spin_lock(&pci->irq_lock);
 	if (pci->hw.irq)
-		pci->hw.irq(pci->hw.irq_data);
+		pci->hw.irq(pci->hw.irq_data, vec->index);
 	spin_unlock(&pci->irq_lock);
 	return IRQ_HANDLED;
 }
@@ -147,8 +153,11 @@ static int rbln_pci_request_irqs(struct pci_dev *pdev, struct rbln_pci *pci)
 
 		if (!name)
 			return -ENOMEM;
+		pci->vectors[i].pci = pci;
+		pci->vectors[i].index = i;
 		ret = devm_request_threaded_irq(&pdev->dev, pci_irq_vector(pdev, i), NULL,
-						rbln_pci_irq, IRQF_ONESHOT, name, pci);
+						rbln_pci_irq, IRQF_ONESHOT, name,
+						&pci->vectors[i]);
 		if (ret)
 			return ret;
 	}

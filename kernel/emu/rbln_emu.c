@@ -111,7 +111,7 @@ void rbln_emu_deliver_irq(struct rbln_emu_dev *edev, unsigned int vector)
 
 	spin_lock(&kdev->irq_lock);
 	if (READ_ONCE(edev->present) && kdev->hw.irq)
-		kdev->hw.irq(kdev->hw.irq_data);
+		kdev->hw.irq(kdev->hw.irq_data, vector);
 	spin_unlock(&kdev->irq_lock);
 }
 
