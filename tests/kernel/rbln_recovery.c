@@ -493,6 +493,7 @@ TEST_F(recovery, waiters_for_room_take_no_more_than_max_jobs)
 	struct herd herd[64];
 	struct rbln_drm_cmd c;
 	uint32_t qb, bos[2], long_len;
+	uint64_t max_cmd;
 	int64_t until;
 
 	if (max_jobs < 6 || max_jobs > 32)
@@ -500,8 +501,14 @@ TEST_F(recovery, waiters_for_room_take_no_more_than_max_jobs)
 	n = 2 * max_jobs;
 	ASSERT_EQ(0, rbln_drm_queue_create(self->a.dev, RBLN_QUEUE_PRIORITY_NORMAL, &qb));
 	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, 16 * MIB, RBLN_BO_DEVICE, 0, &big));
-	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, 64 * 1024, RBLN_BO_HOST, 0, &longcmd));
-	/* Tens of GiB of fills: seconds on any host. */
+	/*
+	 * The largest command buffer of fills, a hundred GiB and more: longer
+	 * than any job timeout, scaled (RBLN_TEST_TIMEOUT_SCALE) or not, on
+	 * any host, even where the device does not slow down with the guest's
+	 * kernel, as a device model process does not.
+	 */
+	ASSERT_EQ(0, rbln_drm_get_param(self->a.dev, RBLN_PARAM_MAX_CMD_SIZE, &max_cmd));
+	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, max_cmd, RBLN_BO_HOST, 0, &longcmd));
 	rbln_drm_cmd_init(&c, longcmd.cpu, longcmd.size);
 	while (!rbln_drm_cmd_dma_fill(&c, big.va, 0x10ad, 16 * MIB))
 		;
