@@ -52,64 +52,18 @@ static void rbln_bo_init(struct rbln_bo *bo, u32 placement)
 	INIT_LIST_HEAD(&bo->mappings);
 	INIT_LIST_HEAD(&bo->dma_link);
 	mutex_init(&bo->map_lock);
+	mutex_init(&bo->dma_lock);
 	drm_gem_gpuva_set_lock(&bo->base.base, &bo->map_lock);
 }
 
 static void rbln_bo_fini(struct rbln_bo *bo)
 {
 	WARN_ON(!list_empty(&bo->mappings));
+	mutex_destroy(&bo->dma_lock);
 	mutex_destroy(&bo->map_lock);
 }
 
 /* --- DMA mappings of HOST objects ------------------------------------------ */
-
-/**
- * rbln_bo_dma_map() - pin a HOST object's pages and map them for the device
- * @bo: the object
- *
- * Both last as long as the object, or until the device is unplugged
- * (rbln_gem_unplug()).
- *
- * Return: the mapped sg table, or an ERR_PTR: -ENODEV once unplugged.
- */
-struct sg_table *rbln_bo_dma_map(struct rbln_bo *bo)
-{
-	struct drm_gem_object *obj = &bo->base.base;
-	struct rbln_device *rdev = to_rbln_device(obj->dev);
-	struct dma_buf_attachment *attach;
-	struct sg_table *sgt;
-
-	mutex_lock(&rdev->dma_bos_lock);
-	if (rdev->dma_gone) {
-		sgt = ERR_PTR(-ENODEV);
-		goto out;
-	}
-	if (bo->dma_sgt) {
-		sgt = bo->dma_sgt;
-		goto out;
-	}
-	if (!drm_gem_is_imported(obj)) {
-		sgt = drm_gem_shmem_get_pages_sgt(&bo->base);
-	} else {
-		attach = dma_buf_attach(obj->import_attach->dmabuf, obj->dev->dev);
-		if (IS_ERR(attach)) {
-			sgt = ERR_CAST(attach);
-			goto out;
-		}
-		sgt = dma_buf_map_attachment_unlocked(attach, DMA_BIDIRECTIONAL);
-		if (IS_ERR(sgt))
-			dma_buf_detach(attach->dmabuf, attach);
-		else
-			bo->dma_attach = attach;
-	}
-	if (!IS_ERR(sgt)) {
-		bo->dma_sgt = sgt;
-		list_add_tail(&bo->dma_link, &rdev->dma_bos);
-	}
-out:
-	mutex_unlock(&rdev->dma_bos_lock);
-	return sgt;
-}
 
 /* Gives back the device's mapping of @bo; under the device's dma_bos_lock. */
 static void rbln_bo_dma_unmap(struct rbln_bo *bo)
@@ -134,6 +88,70 @@ static void rbln_bo_dma_unmap(struct rbln_bo *bo)
 		dma_resv_unlock(obj->resv);
 	}
 	bo->dma_sgt = NULL;
+}
+
+/* Maps @bo's pages for the device; its dma_lock held, the device's not. */
+static struct sg_table *rbln_bo_dma_map_new(struct rbln_bo *bo,
+					    struct dma_buf_attachment **attachp)
+{
+	struct drm_gem_object *obj = &bo->base.base;
+	struct dma_buf_attachment *attach;
+	struct sg_table *sgt;
+
+	*attachp = NULL;
+	if (!drm_gem_is_imported(obj))
+		return drm_gem_shmem_get_pages_sgt(&bo->base);
+	attach = dma_buf_attach(obj->import_attach->dmabuf, obj->dev->dev);
+	if (IS_ERR(attach))
+		return ERR_CAST(attach);
+	sgt = dma_buf_map_attachment_unlocked(attach, DMA_BIDIRECTIONAL);
+	if (IS_ERR(sgt))
+		dma_buf_detach(attach->dmabuf, attach);
+	else
+		*attachp = attach;
+	return sgt;
+}
+
+/**
+ * rbln_bo_dma_map() - pin a HOST object's pages and map them for the device
+ * @bo: the object
+ *
+ * Both last as long as the object, or until the device is unplugged
+ * (rbln_gem_unplug()). The first call maps, which may take long (pages to
+ * allocate): under the object's own lock, while other objects are mapped
+ * and freed.
+ *
+ * Return: the mapped sg table, or an ERR_PTR: -ENODEV once unplugged.
+ */
+struct sg_table *rbln_bo_dma_map(struct rbln_bo *bo)
+{
+	struct rbln_device *rdev = to_rbln_device(bo->base.base.dev);
+	struct dma_buf_attachment *attach;
+	struct sg_table *sgt;
+
+	mutex_lock(&bo->dma_lock);
+	mutex_lock(&rdev->dma_bos_lock);
+	sgt = rdev->dma_gone ? ERR_PTR(-ENODEV) : bo->dma_sgt;
+	mutex_unlock(&rdev->dma_bos_lock);
+	if (sgt)
+		goto out;
+
+	sgt = rbln_bo_dma_map_new(bo, &attach);
+	if (IS_ERR(sgt))
+		goto out;
+	mutex_lock(&rdev->dma_bos_lock);
+	bo->dma_sgt = sgt;
+	bo->dma_attach = attach;
+	list_add_tail(&bo->dma_link, &rdev->dma_bos);
+	if (rdev->dma_gone) {
+		/* Unplugged meanwhile, and swept without this one. */
+		rbln_bo_dma_unmap(bo);
+		sgt = ERR_PTR(-ENODEV);
+	}
+	mutex_unlock(&rdev->dma_bos_lock);
+out:
+	mutex_unlock(&bo->dma_lock);
+	return sgt;
 }
 
 /**

@@ -31,6 +31,8 @@ struct sg_table;
  * @map_lock: protects @mappings, and the GEM object's list of VM_BIND
  *	mappings (&drm_gem_object.gpuva).
  * @mappings: the struct rbln_mapping of every address space it is in.
+ * @dma_lock: one rbln_bo_dma_map() of the object at a time, which may take
+ *	long (pages to allocate) and so is not done under the device's lock.
  * @dma_link: in the device's list of HOST objects mapped for it
  *	(rbln_bo_dma_map()); under its dma_bos_lock, as are the next two.
  * @dma_sgt: a HOST object's pages as the device reaches them, NULL until
@@ -49,6 +51,7 @@ struct rbln_bo {
 	int peer_slot;
 	struct mutex map_lock; /* protects mappings, base.base.gpuva */
 	struct list_head mappings;
+	struct mutex dma_lock; /* one rbln_bo_dma_map() at a time; before dma_bos_lock */
 	struct list_head dma_link;
 	struct sg_table *dma_sgt;
 	struct dma_buf_attachment *dma_attach;
