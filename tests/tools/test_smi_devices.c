@@ -175,6 +175,16 @@ static char *line_with(const char *text, const char *needle)
 	return strndup(start, end - start);
 }
 
+/* 1 when the line of @text with @needle has @want in it. */
+static int line_has(const char *text, const char *needle, const char *want)
+{
+	char *line = line_with(text, needle);
+	int ok = line && strstr(line, want);
+
+	free(line);
+	return ok;
+}
+
 FIXTURE(sysfs)
 {
 	char root[64];
@@ -248,33 +258,17 @@ TEST_F(sysfs, bus_ids_from_the_parent_device)
 
 TEST_F(sysfs, the_table_has_a_bus_id_column)
 {
-	char *text = print(smi_print_table, &self->snap), *line;
+	char *text = print(smi_print_table, &self->snap);
 	const char *p;
 	size_t width = 0;
 
 	ASSERT_NE(NULL, text);
-	line = line_with(text, "Bus-Id");
-	ASSERT_NE(NULL, line);
-	EXPECT_NE(NULL, strstr(line, "| Node     | Bus-Id           |"));
-	free(line);
-
-	line = line_with(text, "accel0");
-	ASSERT_NE(NULL, line);
-	EXPECT_NE(NULL, strstr(line, "| RBLN-EMU | accel0   | 0000:00:03.0     |"));
-	free(line);
-	line = line_with(text, "accel1");
-	ASSERT_NE(NULL, line);
-	EXPECT_NE(NULL, strstr(line, "| RBLN-EMU | accel1   | rbln_emu0        |"));
-	free(line);
-	line = line_with(text, "accel3");
-	ASSERT_NE(NULL, line);
-	EXPECT_NE(NULL, strstr(line, "| RBLN-NPU | accel3   | 10000:e1:00.0    |"));
-	free(line);
+	EXPECT_TRUE(line_has(text, "Bus-Id", "| Node     | Bus-Id           |"));
+	EXPECT_TRUE(line_has(text, "accel0", "| RBLN-EMU | accel0   | 0000:00:03.0     |"));
+	EXPECT_TRUE(line_has(text, "accel1", "| RBLN-EMU | accel1   | rbln_emu0        |"));
+	EXPECT_TRUE(line_has(text, "accel3", "| RBLN-NPU | accel3   | 10000:e1:00.0    |"));
 	/* A name longer than the column is cut, so the table stays aligned. */
-	line = line_with(text, "accel4");
-	ASSERT_NE(NULL, line);
-	EXPECT_NE(NULL, strstr(line, "| a-platform-devic |"));
-	free(line);
+	EXPECT_TRUE(line_has(text, "accel4", "| a-platform-devic |"));
 	EXPECT_EQ(NULL, strstr(text, "accel2"));
 
 	/* Every rule and row of both tables is as wide as the others. */
