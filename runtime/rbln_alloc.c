@@ -20,17 +20,17 @@
  *
  * Expandable segments (expandable_segments:True, the default when the
  * provider can map), as PyTorch's on CUDA's virtual memory API: each pool
- * has one segment, an address range reserved once, that grows at its end
- * by mapping memory (the provider's map: VM_BIND in librbln) when no free
- * block fits, and shrinks at its end by unmapping what a free tail block
- * covers (empty_cache, the OOM ladder).  A block may span several mapped
- * pieces, so the tail of one burst of temporaries and the next burst's
- * blocks coalesce where fixed segments would strand them.  A pool grows by
- * at least a plain segment's size (2 MiB small, 20 MiB large, as PyTorch
- * maps), so it makes no more provider objects than plain segments would;
- * reserved counts mapped bytes.  Unlike PyTorch, memory is unmapped only
- * at a segment's end: free memory below an allocated block stays mapped
- * until that block goes.
+ * has one segment, an address range reserved once, that grows by mapping
+ * memory (the provider's map: VM_BIND in librbln) when no free block fits,
+ * and shrinks by unmapping every map that free memory no job uses covers
+ * whole (empty_cache, the OOM ladder), below allocated blocks too.  The
+ * holes that leaves are where it grows first.  A block may span several
+ * maps, so the tail of one burst of temporaries and the next burst's blocks
+ * coalesce where fixed segments would strand them; it never spans a hole
+ * (neighbours in a segment's list merge only when adjacent).  A pool grows
+ * by at least a plain segment's size where the hole allows (2 MiB small,
+ * 20 MiB large, as PyTorch maps), so it makes no more provider objects
+ * than plain segments would; reserved counts mapped bytes.
  *
  * Queue-ordered reuse.  Every free block carries a "pending" state: the
  * timeline point of the last job that used its memory and that job's queue.
@@ -195,15 +195,15 @@ struct rbln_chunk {
 };
 
 struct rbln_segment {
-	uint64_t va, size;	/* expandable: size is what is mapped, from va */
+	uint64_t va, size;	/* expandable: size is what is mapped, from va up with holes */
 	uint32_t handle;	/* plain segments */
 	uint64_t span;		/* expandable: the address space reserved; 0 for plain */
-	struct rbln_chunk *chunks;	/* expandable: by address, covering [va, va + size) */
+	struct rbln_chunk *chunks;	/* expandable: what is mapped, by address */
 	size_t nchunks, chunks_cap;
 	uint32_t queue;			/* of the request it was reserved for */
 	enum pool_id pool;
 	struct rbln_alloc_site *site;	/* where that request came from, with history on */
-	struct rbln_block *first;	/* lowest-address block; never changes */
+	struct rbln_block *first;	/* lowest-address block; never changes in plain segments */
 	struct rbln_segment *prev, *next;
 };
 
@@ -1190,6 +1190,15 @@ static void process_pending(struct rbln_allocator *a)
 }
 
 /*
+ * May @x and the block after it, @y, merge?  Both free, and nothing between
+ * them: an expandable segment's neighbours may have unmapped memory between.
+ */
+static bool free_and_adjacent(const struct rbln_block *x, const struct rbln_block *y)
+{
+	return x && y && !x->allocated && !y->allocated && x->va + x->size == y->va;
+}
+
+/*
  * Returns a block leaving use (or a thread cache) to its pool with pending
  * state @st, merging it with its free neighbours.  Statistics are the
  * caller's.
@@ -1202,7 +1211,7 @@ static void pool_put(struct rbln_allocator *a, struct rbln_block *b, struct psta
 	b->in_tc = false;
 	b->requested = 0;
 	n = b->prev;
-	if (n && !n->allocated) {
+	if (free_and_adjacent(n, b)) {
 		unlink_free(a, n);
 		st = pstate_merge(pstate_normalize(a, n->st), st);
 		n->size += b->size;
@@ -1214,7 +1223,7 @@ static void pool_put(struct rbln_allocator *a, struct rbln_block *b, struct psta
 		b = n;
 	}
 	n = b->next;
-	if (n && !n->allocated) {
+	if (free_and_adjacent(b, n)) {
 		unlink_free(a, n);
 		st = pstate_merge(st, pstate_normalize(a, n->st));
 		b->size += n->size;
@@ -1687,57 +1696,139 @@ static void segment_release(struct rbln_allocator *a, struct rbln_segment *s, st
 	a->nblocks--;
 }
 
-static struct rbln_block *segment_last(const struct rbln_segment *s)
+/* The first of expandable segment @s's maps at or above @va. */
+static size_t chunk_at(const struct rbln_segment *s, uint64_t va)
 {
-	struct rbln_block *b = s->first;
+	size_t lo = 0, hi = s->nchunks;
 
-	while (b->next)
-		b = b->next;
-	return b;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->chunks[mid].va < va)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
-/*
- * Unmaps the pieces of expandable segment @s that its free tail block
- * covers whole, once no job uses that memory; the segment goes with its
- * last piece.
- */
-static void exp_shrink(struct rbln_allocator *a, struct rbln_segment *s, struct delta *d,
-		       const struct call *c)
+/* Links @n into @s's block list after @prev (NULL: first). */
+static void block_link_after(struct rbln_segment *s, struct rbln_block *prev, struct rbln_block *n)
 {
-	struct rbln_block *last = segment_last(s);
-	struct rbln_chunk *ch;
-
-	if (last->allocated || pstate_normalize(a, last->st).point)
-		return;
-	unlink_free(a, last);
-	while (s->nchunks && s->chunks[s->nchunks - 1].va >= last->va) {
-		ch = &s->chunks[--s->nchunks];
-		hist_event(a, c, RBLN_MEMORY_SEGMENT_UNMAP, ch->va, ch->size, s->queue, false);
-		a->ops.unmap(a->ctx, ch->va, ch->size, ch->handle);
-		a->num_device_free++;
-		reserved_add(a, -(int64_t)ch->size);
-		d->d[S_CACHED] -= (int64_t)ch->size;
-		s->size -= ch->size;
-		last->size -= ch->size;
-	}
-	if (last->size) {
-		link_free(a, last);
-		return;
-	}
-	if (last->prev)
-		last->prev->next = NULL;
+	n->prev = prev;
+	n->next = prev ? prev->next : s->first;
+	if (n->next)
+		n->next->prev = n;
+	if (prev)
+		prev->next = n;
 	else
-		s->first = NULL;
-	block_put(a, last);
-	a->nblocks--;
-	if (s->size)
-		return;
+		s->first = n;
+}
+
+static void block_unlink(struct rbln_segment *s, struct rbln_block *b)
+{
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		s->first = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+}
+
+/* Gives back the address space of expandable segment @s, which maps nothing now. */
+static void exp_release(struct rbln_allocator *a, struct rbln_segment *s)
+{
 	a->exp[s->pool] = NULL;
 	a->ops.release(a->ctx, s->va);
 	segment_unlink(a, s);
 	rbln_alloc_site_put(s->site);
 	free(s->chunks);
 	free(s);
+}
+
+/* Free and reusable by any queue: a block a growth may extend, or empty_cache unmap. */
+static bool free_ready(const struct rbln_allocator *a, const struct rbln_block *b)
+{
+	return b && !b->allocated && !pstate_normalize(a, b->st).point;
+}
+
+/*
+ * Unmaps the maps of expandable segment @s that free block @b, no longer
+ * used by any job, covers whole, as PyTorch's release of an expandable
+ * segment's free pages does.  What @b keeps below and above them stays
+ * free; between them the segment has a hole, which a later growth may map
+ * again.  Without a host record for the part above, nothing is unmapped.
+ */
+static void exp_unmap_block(struct rbln_allocator *a, struct rbln_segment *s, struct rbln_block *b,
+			    struct delta *d, const struct call *c)
+{
+	uint64_t end = b->va + b->size, lo, hi;
+	size_t i = chunk_at(s, b->va), j = i, k;
+	struct rbln_block *prev = b->prev, *r = NULL;
+
+	while (j < s->nchunks && s->chunks[j].va + s->chunks[j].size <= end)
+		j++;
+	if (i == j)
+		return;
+	lo = s->chunks[i].va;
+	hi = s->chunks[j - 1].va + s->chunks[j - 1].size;
+	if (hi < end) {
+		if (heap_reserve(a))
+			return;
+		r = block_new(a);
+		if (!r)
+			return;
+	}
+	unlink_free(a, b);
+	for (k = i; k < j; k++) {
+		struct rbln_chunk *ch = &s->chunks[k];
+
+		hist_event(a, c, RBLN_MEMORY_SEGMENT_UNMAP, ch->va, ch->size, s->queue, false);
+		a->ops.unmap(a->ctx, ch->va, ch->size, ch->handle);
+		a->num_device_free++;
+		reserved_add(a, -(int64_t)ch->size);
+		d->d[S_CACHED] -= (int64_t)ch->size;
+		s->size -= ch->size;
+	}
+	memmove(&s->chunks[i], &s->chunks[j], (s->nchunks - j) * sizeof(*s->chunks));
+	s->nchunks -= j - i;
+
+	if (lo > b->va) {
+		b->size = lo - b->va;
+		b->st = (struct pstate){ 0 };
+		link_free(a, b);
+		prev = b;
+	} else {
+		block_unlink(s, b);
+		block_put(a, b);
+		a->nblocks--;
+	}
+	if (r) {
+		a->nblocks++;
+		r->seg = s;
+		r->va = hi;
+		r->size = end - hi;
+		block_link_after(s, prev, r);
+		link_free(a, r);
+	}
+}
+
+/*
+ * Unmaps every map of expandable segment @s that free memory no job uses
+ * any more covers whole; the reservation goes with the last map.
+ */
+static void exp_shrink(struct rbln_allocator *a, struct rbln_segment *s, struct delta *d,
+		       const struct call *c)
+{
+	struct rbln_block *b, *next;
+
+	for (b = s->first; b; b = next) {
+		next = b->next;
+		if (free_ready(a, b))
+			exp_unmap_block(a, s, b, d, c);
+	}
+	if (!s->nchunks)
+		exp_release(a, s);
 }
 
 /*
@@ -1757,19 +1848,23 @@ static void release_cached(struct rbln_allocator *a, struct delta *d, const stru
 	}
 }
 
-static size_t count_pending_unsplit(struct rbln_allocator *a)
+/* Is there free memory that empty_cache could give back once the device is done with it? */
+static bool any_pending_releasable(struct rbln_allocator *a)
 {
 	struct rbln_segment *s;
-	size_t n = 0;
+	struct rbln_block *b;
 
 	for (s = a->segments; s; s = s->next) {
-		struct rbln_block *b = s->span ? segment_last(s) : s->first;
-
-		if ((s->span || segment_unsplit_free(s)) && !b->allocated &&
-		    pstate_normalize(a, b->st).point)
-			n++;
+		if (!s->span) {
+			if (segment_unsplit_free(s) && pstate_normalize(a, s->first->st).point)
+				return true;
+			continue;
+		}
+		for (b = s->first; b; b = b->next)
+			if (!b->allocated && pstate_normalize(a, b->st).point)
+				return true;
 	}
-	return n;
+	return false;
 }
 
 static uint64_t segment_size_for(const struct rbln_allocator *a, enum pool_id pool,
@@ -1838,19 +1933,24 @@ static int segment_new(struct rbln_allocator *a, enum pool_id pool, uint64_t siz
 
 /*
  * Grows @pool's expandable segment (reserving it first) by enough for a
- * @rounded-byte block at its end: at least a plain segment's size, so that
- * it maps no more often than plain segments would be created.  0 and the
- * free block in *out, or the provider's -errno (-ENOSPC: the device, or
- * the reservation, is full), or -ENOMEM (host).
+ * @rounded-byte block: in its lowest hole (memory empty_cache unmapped) or
+ * at its end where, together with the free blocks on either side, such a
+ * block fits.  It maps at least a plain segment's size where the hole
+ * allows, so that it maps no more often than plain segments would be
+ * created.  A free neighbour still pending on some queue is not this
+ * request's to take.  0 and the free block in *out, or the provider's
+ * -errno (-ENOSPC: the device, or the reservation, is full), or -ENOMEM
+ * (host).
  */
 static int exp_grow(struct rbln_allocator *a, enum pool_id pool, uint64_t rounded,
 		    uint32_t queue, const struct call *c, struct rbln_block **out,
 		    struct delta *d)
 {
 	struct rbln_segment *s = a->exp[pool];
-	struct rbln_block *last = NULL, *b;
-	uint64_t have = 0, grow, step;
+	struct rbln_block *prev = NULL, *next, *b;
+	uint64_t below = 0, above = 0, lo = 0, hi = 0, grow = 0, step;
 	uint32_t handle = 0;
+	size_t i;
 	int ret;
 
 	if (!s) {
@@ -1871,20 +1971,27 @@ static int exp_grow(struct rbln_allocator *a, enum pool_id pool, uint64_t rounde
 			a->segments->prev = s;
 		a->segments = s;
 		a->exp[pool] = s;
-	} else {
-		last = segment_last(s);
-		/* A tail still pending on some queue is not this request's to take. */
-		if (!last->allocated && !pstate_normalize(a, last->st).point)
-			have = last->size;
 	}
 
+	/* The lowest hole [lo, hi) between prev and next where the block fits. */
+	ret = -ENOSPC;
+	for (next = s->first; ; prev = next, next = next->next) {
+		lo = prev ? prev->va + prev->size : s->va;
+		hi = next ? next->va : s->va + s->span;
+		below = free_ready(a, prev) ? prev->size : 0;
+		above = free_ready(a, next) ? next->size : 0;
+		if (hi > lo && below + (hi - lo) + above >= rounded)
+			break;
+		if (!next)
+			goto fail;
+	}
 	step = pool == POOL_SMALL ? SMALL_BUFFER : LARGE_BUFFER;
-	grow = (rounded - have + ROUND_LARGE - 1) & ~(ROUND_LARGE - 1);
+	grow = rounded > below ? (rounded - below + ROUND_LARGE - 1) & ~(ROUND_LARGE - 1) : 0;
 	if (grow < step)
 		grow = step;
-	ret = -ENOSPC;
-	if (grow > s->span - s->size)
-		goto fail;
+	if (grow > hi - lo)
+		grow = hi - lo;
+
 	ret = -ENOMEM;
 	if (s->nchunks == s->chunks_cap) {
 		size_t cap = s->chunks_cap ? 2 * s->chunks_cap : 8;
@@ -1895,49 +2002,50 @@ static int exp_grow(struct rbln_allocator *a, enum pool_id pool, uint64_t rounde
 		s->chunks = n;
 		s->chunks_cap = cap;
 	}
-	b = have ? last : block_new(a);
+	b = below ? prev : block_new(a);
 	if (!b)
 		goto fail;
-	if (heap_reserve(a) || (ret = a->ops.map(a->ctx, s->va + s->size, grow, &handle))) {
-		if (!have)
+	if (heap_reserve(a) || (ret = a->ops.map(a->ctx, lo, grow, &handle))) {
+		if (!below)
 			block_put(a, b);
 		if (ret > 0)
 			ret = -EIO;
 		goto fail;
 	}
-	s->chunks[s->nchunks++] = (struct rbln_chunk){ s->va + s->size, grow, handle };
+	i = chunk_at(s, lo);
+	memmove(&s->chunks[i + 1], &s->chunks[i], (s->nchunks - i) * sizeof(*s->chunks));
+	s->chunks[i] = (struct rbln_chunk){ lo, grow, handle };
+	s->nchunks++;
+	s->size += grow;
 	a->num_device_alloc++;
 	reserved_add(a, (int64_t)grow);
 	d->d[S_CACHED] += (int64_t)grow;
-	hist_event(a, c, RBLN_MEMORY_SEGMENT_MAP, s->va + s->size, grow, s->queue, false);
-	if (have) {
+	hist_event(a, c, RBLN_MEMORY_SEGMENT_MAP, lo, grow, s->queue, false);
+	if (below) {
 		unlink_free(a, b);
 		b->size += grow;
 	} else {
 		b->seg = s;
-		b->va = s->va + s->size;
+		b->va = lo;
 		b->size = grow;
-		b->prev = last;
-		if (last)
-			last->next = b;
-		else
-			s->first = b;
+		block_link_after(s, prev, b);
 		a->nblocks++;
 	}
-	s->size += grow;
+	/* The hole is gone: the block above joins. */
+	if (above && lo + grow == hi) {
+		unlink_free(a, next);
+		b->size += next->size;
+		block_unlink(s, next);
+		block_put(a, next);
+		a->nblocks--;
+	}
 	link_free(a, b);
 	*out = b;
 	return 0;
 
 fail:
-	if (!s->size) {
-		a->exp[pool] = NULL;
-		a->ops.release(a->ctx, s->va);
-		segment_unlink(a, s);
-		rbln_alloc_site_put(s->site);
-		free(s->chunks);
-		free(s);
-	}
+	if (!s->nchunks)
+		exp_release(a, s);
 	return ret;
 }
 
@@ -2250,7 +2358,7 @@ uint32_t rbln_block_piece(const struct rbln_block *b, uint64_t offset, uint64_t 
 	uint32_t handle = s->handle;
 	size_t lo = 0, hi = s->nchunks;
 
-	/* The chunk holding @va: chunks are sorted and cover the segment. */
+	/* The chunk holding @va: chunks are sorted and cover the segment's blocks. */
 	while (s->span && hi - lo > 1) {
 		size_t mid = lo + (hi - lo) / 2;
 
@@ -2291,7 +2399,7 @@ void rbln_allocator_empty_cache(struct rbln_allocator *a)
 	pthread_mutex_lock(&a->lock);
 	tc_reclaim(a, true);
 	process_pending(a);
-	if (count_pending_unsplit(a)) {
+	if (any_pending_releasable(a)) {
 		pthread_mutex_unlock(&a->lock);
 		a->ops.synchronize(a->ctx);
 		pthread_mutex_lock(&a->lock);
@@ -2550,9 +2658,13 @@ int rbln_allocator_snapshot(struct rbln_allocator *a, struct rbln_alloc_snapshot
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&a->lock);
 	tc_lock_all(a);
-	for (s = a->segments; s; s = s->next, ns++)
-		for (b = s->first; b; b = b->next)
+	/* a segment for each run of mapped memory, as PyTorch shows an expandable segment */
+	for (s = a->segments; s; s = s->next) {
+		for (b = s->first; b; b = b->next) {
+			ns += !b->prev || b->prev->va + b->prev->size != b->va;
 			nb++;
+		}
+	}
 	out->segments = malloc((ns ? ns : 1) * sizeof(*out->segments));
 	out->blocks = malloc((nb ? nb : 1) * sizeof(*out->blocks));
 	if (!out->segments || !out->blocks) {
@@ -2560,18 +2672,23 @@ int rbln_allocator_snapshot(struct rbln_allocator *a, struct rbln_alloc_snapshot
 		goto unlock;
 	}
 	for (s = a->segments; s; s = s->next) {
-		struct rbln_alloc_snap_segment *o = &out->segments[out->nsegments++];
+		struct rbln_alloc_snap_segment *o = NULL;
 
-		*o = (struct rbln_alloc_snap_segment){
-			.va = s->va, .size = s->size, .queue = s->queue,
-			.small = s->pool == POOL_SMALL, .expandable = s->span != 0,
-			.site = site_get(s->site),
-			.first_block = out->nblocks,
-		};
 		for (b = s->first; b; b = b->next) {
-			struct rbln_alloc_snap_block *ob = &out->blocks[out->nblocks++];
+			struct rbln_alloc_snap_block *ob;
 
+			if (!o || b->prev->va + b->prev->size != b->va) {
+				o = &out->segments[out->nsegments++];
+				*o = (struct rbln_alloc_snap_segment){
+					.va = b->va, .queue = s->queue,
+					.small = s->pool == POOL_SMALL, .expandable = s->span != 0,
+					.site = site_get(s->site),
+					.first_block = out->nblocks,
+				};
+			}
+			ob = &out->blocks[out->nblocks++];
 			snap_block(a, b, ob);
+			o->size += ob->size;
 			o->nblocks++;
 			if (ob->state == RBLN_BLOCK_ACTIVE_ALLOCATED) {
 				o->allocated += ob->size;

@@ -86,7 +86,10 @@ uint32_t rbln_block_handle(const struct rbln_block *b);	/* a BO of its memory (f
 uint32_t rbln_block_piece(const struct rbln_block *b, uint64_t offset, uint64_t *obj_offset,
 			  uint64_t *len);
 
-/* Releases every cached segment that is entirely free (unsplit) — PyTorch's empty_cache. */
+/*
+ * Releases every cached segment that is entirely free (unsplit), and unmaps
+ * what free memory covers of expandable segments — PyTorch's empty_cache.
+ */
 void rbln_allocator_empty_cache(struct rbln_allocator *a);
 
 /* One statistic, as in the seed: */
@@ -152,7 +155,7 @@ struct rbln_alloc_snap_segment {
 	uint64_t requested;	/* bytes requested by the allocated blocks */
 	uint32_t queue;
 	bool small;		/* of the small pool */
-	bool expandable;	/* grows and shrinks by mapping memory */
+	bool expandable;	/* a run of mapped memory of a segment that maps and unmaps */
 	struct rbln_alloc_site *site;
 	size_t first_block, nblocks;	/* its blocks in the snapshot's, by address */
 };

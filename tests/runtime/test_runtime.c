@@ -1047,4 +1047,67 @@ TEST(expandable_segments_span_maps)
 	free(out);
 }
 
+/* Whether every element of @t, of @n f32, is @v. */
+static bool all_equal(rbln_tensor *t, int64_t n, float v)
+{
+	float *got = malloc(n * sizeof(float));
+	bool ok = got && rbln_tensor_read(t, got, n * sizeof(float)) == RBLN_OK;
+	int64_t j;
+
+	for (j = 0; ok && j < n; j++)
+		ok = got[j] == v;
+	free(got);
+	return ok;
+}
+
+/*
+ * empty_cache unmaps a piece freed below live tensors (a hole in the
+ * segment, VM_BIND unbinding it), the driver counts it gone, and the next
+ * tensor that fits maps the hole again; the tensors around it keep their
+ * data throughout.
+ */
+TEST(expandable_segments_unmap_holes)
+{
+	int64_t shape[1] = { 20 * MIB / 4 };	/* a large-pool map each */
+	struct rbln_memory_stats st;
+	rbln_tensor *t[3], *u;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		t[i] = rbln_tensor_full(shape, 1, RBLN_F32, i + 1, 0);
+		ASSERT_NE(NULL, t[i]) TH_LOG("%s", rbln_last_error());
+		ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t[i])) TH_LOG("%s", rbln_last_error());
+	}
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &st));
+	EXPECT_EQ(60 * MIB, st.reserved.current);
+	EXPECT_EQ(3, st.num_device_alloc);
+
+	rbln_tensor_free(t[1]);
+	ASSERT_EQ(RBLN_OK, rbln_empty_cache(0));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &st));
+	EXPECT_EQ(40 * MIB, st.reserved.current);
+	EXPECT_EQ(1, st.num_device_free);
+	EXPECT_EQ(st.reserved.current, fdinfo_device_bytes());
+	EXPECT_TRUE(all_equal(t[0], shape[0], 1));
+	EXPECT_TRUE(all_equal(t[2], shape[0], 3));
+
+	u = rbln_tensor_full(shape, 1, RBLN_F32, 5, 0);
+	ASSERT_NE(NULL, u);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(u)) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &st));
+	EXPECT_EQ(60 * MIB, st.reserved.current);
+	EXPECT_EQ(4, st.num_device_alloc);
+	EXPECT_EQ(st.reserved.current, fdinfo_device_bytes());
+	EXPECT_TRUE(all_equal(u, shape[0], 5));
+	EXPECT_TRUE(all_equal(t[0], shape[0], 1));
+	EXPECT_TRUE(all_equal(t[2], shape[0], 3));
+
+	rbln_tensor_free(t[0]);
+	rbln_tensor_free(t[2]);
+	rbln_tensor_free(u);
+	ASSERT_EQ(RBLN_OK, rbln_empty_cache(0));
+	EXPECT_EQ(0, rbln_memory_reserved(0));
+	EXPECT_EQ(0, fdinfo_device_bytes());
+}
+
 TEST_HARNESS_MAIN

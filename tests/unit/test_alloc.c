@@ -2284,7 +2284,8 @@ static void snapshot_ok(struct __test_metadata *_metadata, struct rbln_allocator
 		EXPECT_EQ(alloc, g->allocated);
 		EXPECT_EQ(act, g->active);
 		EXPECT_EQ(req, g->requested);
-		EXPECT_EQ(g->small ? 2 * MiB : g->size, g->size);
+		if (g->small && !g->expandable)
+			EXPECT_EQ(2 * MiB, g->size);
 		reserved += g->size;
 		active += g->allocated;
 		requested += g->requested;
@@ -2459,6 +2460,34 @@ TEST(snapshot_thread_cache)
 	mock_fini(&m);
 }
 
+/*
+ * One random step on 32 slots: free a live block (after a new point of work
+ * on @m, half the time) or allocate on one of three queues, up to @big
+ * bytes or @small.
+ */
+static void random_op(struct rbln_allocator *a, struct mock *m, struct rbln_block *live[32],
+		      uint32_t *rng, uint64_t *point, uint64_t big, uint64_t small)
+{
+	uint32_t r = xorshift(rng);
+	int k = (int)(r % 32);
+
+	if (live[k]) {
+		uint64_t p = 0;
+
+		if (r & 0x100) {
+			p = ++*point;
+			mock_submit(m, p);
+		}
+		rbln_allocator_free(a, live[k], p, (r >> 9) % 3);
+		live[k] = NULL;
+	} else {
+		uint64_t size = 1 + (r >> 12) % (r & 0x200 ? big : small);
+
+		if (rbln_allocator_alloc(a, size, (r >> 9) % 3, &live[k], NULL, 0))
+			live[k] = NULL;
+	}
+}
+
 /* Random allocations, pending frees and completions: every snapshot adds up, history on or off. */
 TEST(snapshot_random_sequence)
 {
@@ -2474,24 +2503,7 @@ TEST(snapshot_random_sequence)
 	a = rbln_allocator_create(&mock_ops, &m);
 	ASSERT_NE(NULL, a);
 	for (i = 0; i < 3000; i++) {
-		uint32_t r = xorshift(&rng);
-
-		k = (int)(r % 32);
-		if (live[k]) {
-			uint64_t p = 0;
-
-			if (r & 0x100) {
-				p = ++point;
-				mock_submit(&m, p);
-			}
-			rbln_allocator_free(a, live[k], p, (r >> 9) % 3);
-			live[k] = NULL;
-		} else {
-			uint64_t size = r & 0x200 ? 1 + (r >> 12) % (12 * MiB) : 1 + (r >> 12) % (64 * KiB);
-
-			if (rbln_allocator_alloc(a, size, (r >> 9) % 3, &live[k], NULL, 0))
-				live[k] = NULL;
-		}
+		random_op(a, &m, live, &rng, &point, 12 * MiB, 64 * KiB);
 		if (i % 97 == 0 && point > 3)
 			mock_complete(&m, point - 3);
 		if (i % 500 == 250)
@@ -3115,7 +3127,7 @@ TEST(expandable_shrinks_at_its_end)
 	s = get_stats(_metadata, a);
 	EXPECT_CUR_PEAK(s.reserved, 20 * MiB, 40 * MiB);
 	EXPECT_EQ(1, s.num_device_free);
-	/* Below an allocated block, free memory stays mapped. */
+	/* A map that an allocated block still reaches into stays. */
 	rbln_allocator_free(a, b1, 0, 0);
 	rbln_allocator_empty_cache(a);
 	EXPECT_EQ(1, v.unmaps);
@@ -3131,6 +3143,207 @@ TEST(expandable_shrinks_at_its_end)
 	EXPECT_EQ(2, v.reserves);
 	EXPECT_EQ(2 * MiB, v.m.last_alloc_size);
 	rbln_allocator_free(a, b1, 0, 0);
+	vm_destroy(_metadata, &v, a);
+}
+
+/* The snapshot's segments are what @v has mapped, and @v maps what the allocator reserved. */
+static void vm_check(struct __test_metadata *_metadata, struct vm_mock *v, struct rbln_allocator *a)
+{
+	struct rbln_alloc_snapshot snap;
+	uint64_t mapped = 0;
+	size_t i;
+	int j;
+
+	snapshot_ok(_metadata, a, &snap);
+	for (j = 0; j < 64; j++)
+		mapped += v->mapped[j][1];
+	EXPECT_EQ(get_stats(_metadata, a).reserved.current, (int64_t)mapped);
+	for (i = 0; i < snap.nsegments; i++) {
+		const struct rbln_alloc_snap_segment *g = &snap.segments[i];
+		uint64_t inside = 0;
+
+		EXPECT_TRUE(g->expandable);
+		for (j = 0; j < 64; j++)
+			if (v->mapped[j][1] && v->mapped[j][0] >= g->va &&
+			    v->mapped[j][0] + v->mapped[j][1] <= g->va + g->size)
+				inside += v->mapped[j][1];
+		EXPECT_EQ(g->size, inside);
+	}
+	EXPECT_EQ(0, v->bad_maps);
+	rbln_alloc_snapshot_release(&snap);
+}
+
+/* Three 20 MiB blocks, a map of its own each, at the start of the large pool's segment. */
+static bool alloc_three_maps(struct __test_metadata *_metadata, struct rbln_allocator *a,
+			     struct rbln_block **x1, struct rbln_block **x2, struct rbln_block **x3)
+{
+	*x1 = alloc_ok(_metadata, a, 20 * MiB, 0);
+	*x2 = alloc_ok(_metadata, a, 20 * MiB, 0);
+	*x3 = alloc_ok(_metadata, a, 20 * MiB, 0);
+	return *x1 && *x2 && *x3;
+}
+
+/*
+ * empty_cache unmaps every map that free memory covers whole, below live
+ * blocks too, as PyTorch's does; a growth maps the hole again first.
+ */
+TEST(expandable_unmaps_holes)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_block *x1, *x2, *x3, *y;
+	struct rbln_allocator_stats s;
+	struct rbln_allocator *a;
+	struct vm_mock v;
+	uint64_t va, off, len;
+	uint32_t h;
+
+	a = vm_create(_metadata, &v, 1ull << 30, NULL);
+	ASSERT_NE(NULL, a);
+	ASSERT_TRUE(alloc_three_maps(_metadata, a, &x1, &x2, &x3));
+	va = rbln_block_va(x1);
+	EXPECT_EQ(va + 40 * MiB, rbln_block_va(x3));
+	EXPECT_EQ(3, v.maps);
+
+	/* Pending on a queue, the middle stays mapped until empty_cache has waited. */
+	mock_submit(&v.m, 5);
+	rbln_allocator_free(a, x2, 5, 1);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(1, v.m.sync_calls);
+	EXPECT_EQ(1, v.unmaps);
+	s = get_stats(_metadata, a);
+	EXPECT_CUR_PEAK(s.reserved, 40 * MiB, 60 * MiB);
+	EXPECT_EQ(0, s.cached.current);
+	EXPECT_EQ(1, s.num_device_free);
+	vm_check(_metadata, &v, a);
+	snapshot_ok(_metadata, a, &snap);
+	ASSERT_EQ(2, snap.nsegments);
+	EXPECT_EQ(va, snap.segments[0].va);
+	EXPECT_EQ(20 * MiB, snap.segments[0].size);
+	EXPECT_EQ(va + 40 * MiB, snap.segments[1].va);
+	rbln_alloc_snapshot_release(&snap);
+
+	/* 30 MiB: x1's free 20 MiB and the hole mapped again, below x3; no growth at the end. */
+	rbln_allocator_free(a, x1, 0, 0);
+	y = alloc_ok(_metadata, a, 30 * MiB, 0);
+	ASSERT_NE(NULL, y);
+	EXPECT_EQ(va, rbln_block_va(y));
+	EXPECT_EQ(4, v.maps);
+	EXPECT_EQ(1, v.reserves);
+	h = rbln_block_piece(y, 25 * MiB, &off, &len);
+	EXPECT_NE(rbln_block_handle(y), h);
+	EXPECT_EQ(5 * MiB, off);
+	EXPECT_EQ(5 * MiB, len);
+	vm_check(_metadata, &v, a);
+
+	rbln_allocator_free(a, y, 0, 0);
+	rbln_allocator_free(a, x3, 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(4, v.unmaps);
+	EXPECT_EQ(1, v.releases);
+	EXPECT_EQ(0, get_stats(_metadata, a).reserved.current);
+	vm_destroy(_metadata, &v, a);
+}
+
+/* A hole mapped whole joins the free block above it. */
+TEST(expandable_hole_joins_the_block_above)
+{
+	struct rbln_block *x1, *x2, *x3, *y, *z;
+	struct rbln_allocator *a;
+	struct vm_mock v;
+	uint64_t va;
+
+	a = vm_create(_metadata, &v, 1ull << 30, NULL);
+	ASSERT_NE(NULL, a);
+	ASSERT_TRUE(alloc_three_maps(_metadata, a, &x1, &x2, &x3));
+	va = rbln_block_va(x1);
+	rbln_allocator_free(a, x2, 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(1, v.unmaps);
+	rbln_allocator_free(a, x3, 0, 0);
+	/* [20, 40) MiB is a hole, [40, 60) free: mapping the hole makes 40 MiB. */
+	y = alloc_ok(_metadata, a, 30 * MiB, 0);
+	ASSERT_NE(NULL, y);
+	EXPECT_EQ(va + 20 * MiB, rbln_block_va(y));
+	EXPECT_EQ(4, v.maps);
+	EXPECT_EQ(20 * MiB, v.m.last_alloc_size);
+	/* The 10 MiB left at the end and 40 MiB more make the next 50 MiB. */
+	z = alloc_ok(_metadata, a, 50 * MiB, 0);
+	ASSERT_NE(NULL, z);
+	EXPECT_EQ(va + 50 * MiB, rbln_block_va(z));
+	EXPECT_EQ(5, v.maps);
+	EXPECT_EQ(40 * MiB, v.m.last_alloc_size);
+	vm_check(_metadata, &v, a);
+	rbln_allocator_free(a, x1, 0, 0);
+	rbln_allocator_free(a, y, 0, 0);
+	rbln_allocator_free(a, z, 0, 0);
+	vm_destroy(_metadata, &v, a);
+}
+
+/* Without empty_cache's wait, memory still pending stays mapped (here: release_before_grow). */
+TEST(expandable_pending_memory_stays_mapped)
+{
+	struct rbln_block *x1, *x2, *x3, *y;
+	struct rbln_allocator *a;
+	struct vm_mock v;
+	uint64_t va;
+
+	a = vm_create(_metadata, &v, 1ull << 30, "release_before_grow:True");
+	ASSERT_NE(NULL, a);
+	ASSERT_TRUE(alloc_three_maps(_metadata, a, &x1, &x2, &x3));
+	va = rbln_block_va(x1);
+	mock_submit(&v.m, 9);
+	rbln_allocator_free(a, x2, 9, 1);
+	/* Queue 0 cannot use x2's memory yet, nor may it be unmapped: the segment grows. */
+	y = alloc_ok(_metadata, a, 20 * MiB, 0);
+	ASSERT_NE(NULL, y);
+	EXPECT_EQ(va + 60 * MiB, rbln_block_va(y));
+	EXPECT_EQ(0, v.unmaps);
+	mock_complete(&v.m, 9);
+	rbln_allocator_free(a, y, 0, 0);
+	/*
+	 * Done now: a growth for 40 MiB releases both first; the hole x2 left
+	 * is too small, so the map goes at the end again.
+	 */
+	y = alloc_ok(_metadata, a, 40 * MiB, 0);
+	EXPECT_EQ(va + 60 * MiB, rbln_block_va(y));
+	EXPECT_EQ(2, v.unmaps);
+	EXPECT_EQ(5, v.maps);
+	vm_check(_metadata, &v, a);
+	rbln_allocator_free(a, x1, 0, 0);
+	rbln_allocator_free(a, x3, 0, 0);
+	rbln_allocator_free(a, y, 0, 0);
+	vm_destroy(_metadata, &v, a);
+}
+
+/*
+ * Random allocations on three queues, pending frees, completions, empty_cache
+ * and OOM ladders on a small device: what is mapped is always what the
+ * allocator reports, and its blocks lie in it.
+ */
+TEST(expandable_random_sequence)
+{
+	struct rbln_block *live[32] = { NULL };
+	struct rbln_allocator *a;
+	uint32_t rng = 4242;
+	uint64_t point = 0;
+	struct vm_mock v;
+	int i, k;
+
+	a = vm_create(_metadata, &v, 96 * MiB, NULL);
+	ASSERT_NE(NULL, a);
+	for (i = 0; i < 4000; i++) {
+		random_op(a, &v.m, live, &rng, &point, 24 * MiB, MiB);
+		if (i % 89 == 0 && point > 3)
+			mock_complete(&v.m, point - 3);
+		if (i % 37 == 0)
+			rbln_allocator_empty_cache(a);
+		if (i % 25 == 0)
+			vm_check(_metadata, &v, a);
+	}
+	for (k = 0; k < 32; k++)
+		rbln_allocator_free(a, live[k], 0, 0);
+	rbln_allocator_empty_cache(a);
+	EXPECT_EQ(0, get_stats(_metadata, a).reserved.current);
 	vm_destroy(_metadata, &v, a);
 }
 

@@ -236,7 +236,7 @@ struct rbln_memory_segment {
 	uint64_t requested_size;	/* requested by the allocated blocks */
 	uint32_t queue;			/* of the allocation it was reserved for */
 	bool small;			/* of the small pool (2 MiB segments) */
-	bool expandable;		/* grows and shrinks by mapping memory at its end */
+	bool expandable;		/* a run of mapped memory of a segment that maps and unmaps */
 	size_t nblocks;			/* by address, covering the segment */
 	const struct rbln_memory_block *blocks;
 	size_t nframes;			/* where that allocation came from */
