@@ -7,7 +7,7 @@
  *
  * A small model's memory over memviz_device.c: weights loaded once, three
  * steps whose activations and temporaries come and go (some freed while a
- * job still uses them), a cache emptied, then the snapshot, with history
+ * job still uses them), a cache emptied below a live block, then the snapshot, with history
  * and stacks from the start (or none: the page's other case). Each phase is a function of its own, exported
  * (-rdynamic) and never inlined, so the sites have distinct names.
  */
@@ -20,6 +20,7 @@
 #define KiB	1024ull
 #define MiB	(1024ull * KiB)
 #define LAYERS	4
+#define TOKEN_BUFFERS	8
 
 struct rbln_block *weights[LAYERS][2];
 
@@ -67,9 +68,22 @@ __attribute__((noinline)) void logits(struct rbln_block **out)
 	*out = memviz_alloc(24 * MiB);
 }
 
+/* Small-pool temporaries that make the small segment grow by several maps... */
+__attribute__((noinline)) void token_buffers(struct rbln_block *out[TOKEN_BUFFERS])
+{
+	for (int i = 0; i < TOKEN_BUFFERS; i++)
+		out[i] = memviz_alloc(1 * MiB);
+}
+
+/* ...and one kept above them: empty_cache unmaps their maps below it, a hole. */
+__attribute__((noinline)) void sampled_tokens(struct rbln_block **out)
+{
+	*out = memviz_alloc(1 * MiB);
+}
+
 int main(int argc, char **argv)
 {
-	struct rbln_block *out[3], *big;
+	struct rbln_block *out[3], *big, *tokens[TOKEN_BUFFERS], *sampled;
 	bool history = !(argc == 3 && !strcmp(argv[1], "--no-history"));
 
 	if (argc != (history ? 2 : 3)) {
@@ -82,6 +96,10 @@ int main(int argc, char **argv)
 	for (int step = 0; step < 3; step++)
 		forward_step(step, &out[step]);
 	logits(&big);
+	token_buffers(tokens);
+	sampled_tokens(&sampled);
+	for (int i = 0; i < TOKEN_BUFFERS; i++)
+		memviz_free(tokens[i], false);
 	memviz_free(big, false);
 	memviz_free(out[0], false);
 	memviz_free(weights[0][0], false);
