@@ -550,6 +550,39 @@ static inline void rbln_test_buf_free(struct rbln_drm_device *dev, struct rbln_t
 	memset(b, 0, sizeof(*b));
 }
 
+/* VM_BIND maps and waits for the bind job: 0 or the error (-EIO: the job failed). */
+static inline int rbln_test_vm_map(struct rbln_drm_device *dev, uint64_t va, uint64_t size,
+				   uint32_t handle, uint64_t off, uint32_t flags)
+{
+	struct drm_rbln_sync sig = { 0 };
+	int fd = rbln_drm_fd(dev), ret, status = 0;
+
+	if (drmSyncobjCreate(fd, 0, &sig.handle))
+		return -errno;
+	ret = rbln_drm_vm_map(dev, va, size, handle, off, flags, NULL, 0, &sig);
+	if (!ret && drmSyncobjWait(fd, &sig.handle, 1, rbln_test_deadline_ns(10000), 0, NULL))
+		ret = -ETIME;
+	if (!ret && !rbln_drm_fence_status(dev, sig.handle, 0, &status) && status != 1)
+		ret = -EIO;
+	drmSyncobjDestroy(fd, sig.handle);
+	return ret;
+}
+
+/* VM_BIND unmaps and waits for the bind job. */
+static inline int rbln_test_vm_unmap(struct rbln_drm_device *dev, uint64_t va, uint64_t size)
+{
+	struct drm_rbln_sync sig = { 0 };
+	int fd = rbln_drm_fd(dev), ret;
+
+	if (drmSyncobjCreate(fd, 0, &sig.handle))
+		return -errno;
+	ret = rbln_drm_vm_unmap(dev, va, size, NULL, 0, &sig);
+	if (!ret && drmSyncobjWait(fd, &sig.handle, 1, rbln_test_deadline_ns(10000), 0, NULL))
+		ret = -ETIME;
+	drmSyncobjDestroy(fd, sig.handle);
+	return ret;
+}
+
 /*
  * Submits the @cmd_len bytes already encoded in @cmd (a HOST buffer) on
  * @queue with the @n objects of @bos plus @cmd itself, waits up to

@@ -99,38 +99,6 @@ static bool out_holds(struct ctx *x, uint32_t pattern, uint64_t bytes)
 	return true;
 }
 
-/* Maps and waits for the map: 0 or the error. */
-static int map_sync(struct ctx *x, uint64_t va, uint64_t size, uint32_t handle, uint64_t off,
-		    uint32_t flags)
-{
-	struct drm_rbln_sync sig = { 0 };
-	int fd = rbln_drm_fd(x->dev), ret, status = 0;
-
-	if (drmSyncobjCreate(fd, 0, &sig.handle))
-		return -errno;
-	ret = rbln_drm_vm_map(x->dev, va, size, handle, off, flags, NULL, 0, &sig);
-	if (!ret && drmSyncobjWait(fd, &sig.handle, 1, rbln_test_deadline_ns(10000), 0, NULL))
-		ret = -ETIME;
-	if (!ret && !rbln_drm_fence_status(x->dev, sig.handle, 0, &status) && status != 1)
-		ret = -EIO;
-	drmSyncobjDestroy(fd, sig.handle);
-	return ret;
-}
-
-static int unmap_sync(struct ctx *x, uint64_t va, uint64_t size)
-{
-	struct drm_rbln_sync sig = { 0 };
-	int fd = rbln_drm_fd(x->dev), ret;
-
-	if (drmSyncobjCreate(fd, 0, &sig.handle))
-		return -errno;
-	ret = rbln_drm_vm_unmap(x->dev, va, size, NULL, 0, &sig);
-	if (!ret && drmSyncobjWait(fd, &sig.handle, 1, rbln_test_deadline_ns(10000), 0, NULL))
-		ret = -ETIME;
-	drmSyncobjDestroy(fd, sig.handle);
-	return ret;
-}
-
 FIXTURE(vm) {
 	struct ctx x;
 	uint64_t start, size;
@@ -230,9 +198,9 @@ TEST_F(vm, release_rejects_what_is_not_a_free_reservation)
 	EXPECT_EQ(-ENOENT, rbln_drm_vm_release(self->x.dev, va - PAGE));
 
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, PAGE, RBLN_BO_DEVICE, RBLN_BO_NO_VA, &b));
-	ASSERT_EQ(0, map_sync(&self->x, va + 3 * PAGE, PAGE, b.handle, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va + 3 * PAGE, PAGE, b.handle, 0, 0));
 	EXPECT_EQ(-EBUSY, rbln_drm_vm_release(self->x.dev, va));
-	ASSERT_EQ(0, unmap_sync(&self->x, va + 3 * PAGE, PAGE));
+	ASSERT_EQ(0, rbln_test_vm_unmap(self->x.dev, va + 3 * PAGE, PAGE));
 	EXPECT_EQ(0, rbln_drm_vm_release(self->x.dev, va));
 	EXPECT_EQ(-ENOENT, rbln_drm_vm_release(self->x.dev, va));
 	/* Gone: nothing can be mapped there any more. */
@@ -299,17 +267,17 @@ TEST_F(vm, map_rejects_bad_requests)
 	EXPECT_EQ(-EINVAL, rbln_drm_vm_map(dev, va, PAGE, b.handle, 0, 0, NULL, 0, &padded));
 
 	/* None of that mapped anything; overlaps are refused, neighbours are not. */
-	ASSERT_EQ(0, map_sync(&self->x, va + 2 * PAGE, 2 * PAGE, b.handle, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va + 2 * PAGE, 2 * PAGE, b.handle, 0, 0));
 	EXPECT_EQ(-EEXIST, rbln_drm_vm_map(dev, va + 3 * PAGE, PAGE, b.handle, 0, 0, NULL, 0,
 					   NULL));
 	EXPECT_EQ(-EEXIST, rbln_drm_vm_map(dev, va, 3 * PAGE, b.handle, 0, 0, NULL, 0, NULL));
-	EXPECT_EQ(0, map_sync(&self->x, va, 2 * PAGE, b.handle, 2 * PAGE, 0));
-	EXPECT_EQ(0, map_sync(&self->x, va + 4 * PAGE, 4 * PAGE, b.handle, 0, 0));
+	EXPECT_EQ(0, rbln_test_vm_map(self->x.dev, va, 2 * PAGE, b.handle, 2 * PAGE, 0));
+	EXPECT_EQ(0, rbln_test_vm_map(self->x.dev, va + 4 * PAGE, 4 * PAGE, b.handle, 0, 0));
 	/* The same object in another reservation, read-only. */
-	EXPECT_EQ(0, map_sync(&self->x, va2, 4 * PAGE, b.handle, 0, RBLN_VM_BIND_READ_ONLY));
+	EXPECT_EQ(0, rbln_test_vm_map(self->x.dev, va2, 4 * PAGE, b.handle, 0, RBLN_VM_BIND_READ_ONLY));
 
-	EXPECT_EQ(0, unmap_sync(&self->x, va, 8 * PAGE));
-	EXPECT_EQ(0, unmap_sync(&self->x, va2, 8 * PAGE));
+	EXPECT_EQ(0, rbln_test_vm_unmap(self->x.dev, va, 8 * PAGE));
+	EXPECT_EQ(0, rbln_test_vm_unmap(self->x.dev, va2, 8 * PAGE));
 	EXPECT_EQ(0, rbln_drm_vm_release(dev, va));
 	EXPECT_EQ(0, rbln_drm_vm_release(dev, va2));
 	rbln_test_buf_free(dev, &b);
@@ -327,7 +295,7 @@ TEST_F(vm, unmap_rejects_bad_requests)
 	ASSERT_EQ(0, rbln_drm_vm_reserve(dev, 8 * PAGE, 0, &va));
 	/* Nothing mapped yet. */
 	EXPECT_EQ(-ENOENT, rbln_drm_vm_unmap(dev, va, 8 * PAGE, NULL, 0, NULL));
-	ASSERT_EQ(0, map_sync(&self->x, va + 4 * PAGE, 4 * PAGE, b.handle, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va + 4 * PAGE, 4 * PAGE, b.handle, 0, 0));
 	EXPECT_EQ(-ENOENT, rbln_drm_vm_unmap(dev, va, 4 * PAGE, NULL, 0, NULL));
 	EXPECT_EQ(-EINVAL, rbln_drm_vm_unmap(dev, va + 1, PAGE, NULL, 0, NULL));
 	EXPECT_EQ(-EINVAL, rbln_drm_vm_unmap(dev, va, 0, NULL, 0, NULL));
@@ -375,8 +343,8 @@ TEST_F(vm, mappings_reach_exactly_what_they_name)
 
 	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, 8 * MIB, 2 * MIB, &va));
 	vb = va + 6 * MIB;
-	ASSERT_EQ(0, map_sync(&self->x, va, 4 * MIB, b.handle, 0, 0));
-	ASSERT_EQ(0, map_sync(&self->x, vb, MIB + 3 * PAGE, b.handle, 2 * MIB + PAGE, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va, 4 * MIB, b.handle, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, vb, MIB + 3 * PAGE, b.handle, 2 * MIB + PAGE, 0));
 
 	ASSERT_EQ(1, fill(&self->x, va, 0x11111111, 4 * MIB));
 	ASSERT_EQ(1, fill(&self->x, vb, 0x22222222, MIB + 3 * PAGE));
@@ -400,13 +368,13 @@ TEST_F(vm, host_objects_map_and_stay_pinned)
 
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, 16 * PAGE, RBLN_BO_HOST, RBLN_BO_NO_VA, &h));
 	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, 16 * PAGE, 0, &va));
-	ASSERT_EQ(0, map_sync(&self->x, va, 8 * PAGE, h.handle, 8 * PAGE, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va, 8 * PAGE, h.handle, 8 * PAGE, 0));
 	/* Never listed in a job: the mapping keeps the pages. */
 	ASSERT_EQ(1, fill(&self->x, va, 0x5a5a5a5a, 8 * PAGE));
 	EXPECT_EQ(0x5a5a5a5au, ((uint32_t *)h.cpu)[8 * PAGE / 4]);
 	EXPECT_EQ(0x5a5a5a5au, ((uint32_t *)h.cpu)[16 * PAGE / 4 - 1]);
 	EXPECT_EQ(0u, ((uint32_t *)h.cpu)[8 * PAGE / 4 - 1]);
-	ASSERT_EQ(0, unmap_sync(&self->x, va, 16 * PAGE));
+	ASSERT_EQ(0, rbln_test_vm_unmap(self->x.dev, va, 16 * PAGE));
 	EXPECT_EQ(0, rbln_drm_vm_release(self->x.dev, va));
 	rbln_test_buf_free(self->x.dev, &h);
 }
@@ -420,12 +388,12 @@ TEST_F(vm, read_only_mappings_fault_on_write)
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, 2 * PAGE, RBLN_BO_DEVICE,
 				       RBLN_BO_NO_VA | RBLN_BO_READ_ONLY, &ro));
 	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, 8 * PAGE, 0, &va));
-	ASSERT_EQ(0, map_sync(&self->x, va, 2 * PAGE, b.handle, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va, 2 * PAGE, b.handle, 0, 0));
 	ASSERT_EQ(1, fill(&self->x, va, 0x77777777, 2 * PAGE));
-	ASSERT_EQ(0, map_sync(&self->x, va + 2 * PAGE, 2 * PAGE, b.handle, 0,
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va + 2 * PAGE, 2 * PAGE, b.handle, 0,
 			      RBLN_VM_BIND_READ_ONLY));
 	/* A read-only object maps read-only, whatever the flags say. */
-	ASSERT_EQ(0, map_sync(&self->x, va + 4 * PAGE, 2 * PAGE, ro.handle, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va + 4 * PAGE, 2 * PAGE, ro.handle, 0, 0));
 	ASSERT_EQ(1, fetch(&self->x, va + 2 * PAGE, 2 * PAGE));
 	EXPECT_TRUE(out_holds(&self->x, 0x77777777, 2 * PAGE));
 	/* The fault bans the context: one check per file. */
@@ -434,7 +402,7 @@ TEST_F(vm, read_only_mappings_fault_on_write)
 	ASSERT_EQ(0, ctx_open(&self->x, 0));
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, 2 * PAGE, RBLN_BO_DEVICE, RBLN_BO_NO_VA, &b));
 	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, 8 * PAGE, 0, &va));
-	ASSERT_EQ(0, map_sync(&self->x, va, 2 * PAGE, b.handle, 0, RBLN_VM_BIND_READ_ONLY));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va, 2 * PAGE, b.handle, 0, RBLN_VM_BIND_READ_ONLY));
 	EXPECT_EQ(-EFAULT, fill(&self->x, va, 0, PAGE));
 }
 
@@ -446,9 +414,9 @@ TEST_F(vm, partial_unbind_splits_a_mapping)
 
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, 8 * PAGE, RBLN_BO_DEVICE, RBLN_BO_NO_VA, &b));
 	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, 8 * PAGE, 0, &va));
-	ASSERT_EQ(0, map_sync(&self->x, va, 8 * PAGE, b.handle, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va, 8 * PAGE, b.handle, 0, 0));
 	ASSERT_EQ(1, fill(&self->x, va, 0x33333333, 8 * PAGE));
-	ASSERT_EQ(0, unmap_sync(&self->x, va + 2 * PAGE, 3 * PAGE));
+	ASSERT_EQ(0, rbln_test_vm_unmap(self->x.dev, va + 2 * PAGE, 3 * PAGE));
 	/* What is left still reaches the same memory. */
 	ASSERT_EQ(1, fetch(&self->x, va, 2 * PAGE));
 	EXPECT_TRUE(out_holds(&self->x, 0x33333333, 2 * PAGE));
@@ -457,12 +425,12 @@ TEST_F(vm, partial_unbind_splits_a_mapping)
 	/* The hole can be mapped again, with another part of the object. */
 	EXPECT_EQ(-EEXIST, rbln_drm_vm_map(self->x.dev, va + PAGE, 2 * PAGE, b.handle, 0, 0,
 					   NULL, 0, NULL));
-	ASSERT_EQ(0, map_sync(&self->x, va + 2 * PAGE, 3 * PAGE, b.handle, 5 * PAGE, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va + 2 * PAGE, 3 * PAGE, b.handle, 5 * PAGE, 0));
 	ASSERT_EQ(1, fill(&self->x, va + 2 * PAGE, 0x44444444, 3 * PAGE));
 	ASSERT_EQ(1, fetch(&self->x, va + 5 * PAGE, 3 * PAGE));
 	EXPECT_TRUE(out_holds(&self->x, 0x44444444, 3 * PAGE));
 	/* One unbind over the three mappings takes them all. */
-	ASSERT_EQ(0, unmap_sync(&self->x, va, 8 * PAGE));
+	ASSERT_EQ(0, rbln_test_vm_unmap(self->x.dev, va, 8 * PAGE));
 	EXPECT_EQ(-ENOENT, rbln_drm_vm_unmap(self->x.dev, va, 8 * PAGE, NULL, 0, NULL));
 	EXPECT_EQ(-EFAULT, fill(&self->x, va + 7 * PAGE, 0, PAGE));
 }
@@ -486,7 +454,7 @@ TEST_F(vm, unbind_waits_for_the_jobs_before_it)
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, MIB, RBLN_BO_DEVICE, RBLN_BO_NO_VA, &b));
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, PAGE, RBLN_BO_HOST, 0, &cmd2));
 	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, MIB, 0, &va));
-	ASSERT_EQ(0, map_sync(&self->x, va, MIB, b.handle, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va, MIB, b.handle, 0, 0));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &job.handle));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &unbound.handle));
