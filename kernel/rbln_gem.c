@@ -551,6 +551,21 @@ out:
 
 /* --- fdinfo ---------------------------------------------------------------- */
 
+/* Adds @obj to the statistics of its region: stats[0] device, stats[1] host. */
+static void rbln_gem_account(struct drm_memory_stats *stats, struct drm_gem_object *obj)
+{
+	struct drm_memory_stats *s = &stats[to_rbln_bo(obj)->placement == RBLN_BO_DEVICE ? 0 : 1];
+
+	if (drm_gem_object_is_shared_for_memory_stats(obj))
+		s->shared += obj->size;
+	else
+		s->private += obj->size;
+	if (obj->funcs->status(obj) & DRM_GEM_OBJECT_RESIDENT)
+		s->resident += obj->size;
+	if (!dma_resv_test_signaled(obj->resv, dma_resv_usage_rw(true)))
+		s->active += obj->size;
+}
+
 /**
  * rbln_gem_show_fdinfo() - the memory keys of a file's fdinfo
  * @p: where to print
@@ -558,29 +573,27 @@ out:
  *
  * Per Documentation/gpu/drm-usage-stats.rst, with two regions: "device"
  * (device memory, including peers imported from other rbln devices) and
- * "host" (host memory the device can reach).
+ * "host" (host memory the device can reach). The file's objects are those
+ * it has handles to and those its VM_BIND mappings hold, each once: a
+ * mapping keeps its object after the handle is closed, and so the memory.
  */
 void rbln_gem_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 {
 	struct drm_memory_stats stats[2] = {};
-	struct drm_gem_object *obj;
+	struct drm_gem_object **bound, *obj;
+	unsigned int nbound, i;
 	int id;
 
+	bound = rbln_vm_bound_objects(to_rbln_file(file)->vm, &nbound);
+	for (i = 0; i < nbound; i++)
+		rbln_gem_account(stats, bound[i]);
 	spin_lock(&file->table_lock);
 	idr_for_each_entry(&file->object_idr, obj, id) {
-		struct drm_memory_stats *s;
-
-		s = &stats[to_rbln_bo(obj)->placement == RBLN_BO_DEVICE ? 0 : 1];
-		if (drm_gem_object_is_shared_for_memory_stats(obj))
-			s->shared += obj->size;
-		else
-			s->private += obj->size;
-		if (obj->funcs->status(obj) & DRM_GEM_OBJECT_RESIDENT)
-			s->resident += obj->size;
-		if (!dma_resv_test_signaled(obj->resv, dma_resv_usage_rw(true)))
-			s->active += obj->size;
+		if (!rbln_vm_bound_includes(bound, nbound, obj))
+			rbln_gem_account(stats, obj);
 	}
 	spin_unlock(&file->table_lock);
+	rbln_vm_bound_put(bound, nbound);
 
 	drm_print_memory_stats(p, &stats[0], DRM_GEM_OBJECT_RESIDENT, "device");
 	drm_print_memory_stats(p, &stats[1], DRM_GEM_OBJECT_RESIDENT, "host");

@@ -150,6 +150,10 @@ void rbln_vm_pt_map(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset, 
 		    u32 perm);
 void rbln_vm_pt_clear(struct rbln_vm *vm, u64 va, u64 size);
 void rbln_vm_unbind_all(struct rbln_vm *vm);
+struct drm_gem_object **rbln_vm_bound_objects(struct rbln_vm *vm, unsigned int *count);
+bool rbln_vm_bound_includes(struct drm_gem_object **objs, unsigned int count,
+			    struct drm_gem_object *obj);
+void rbln_vm_bound_put(struct drm_gem_object **objs, unsigned int count);
 
 static inline struct rbln_vm *rbln_vm_get(struct rbln_vm *vm)
 {

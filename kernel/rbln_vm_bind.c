@@ -22,8 +22,10 @@
  * nothing reaches them (rbln_mmu_invalidate()): unmapped means untouched.
  */
 
+#include <linux/bsearch.h>
 #include <linux/dma-resv.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 
 #include <drm/drm_file.h>
 #include <drm/drm_managed.h>
@@ -229,6 +231,88 @@ void rbln_vm_unbind_all(struct rbln_vm *vm)
 		drm_gpuva_remove(va);
 		rbln_va_free(to_rbln_va(va));
 	}
+}
+
+static int rbln_obj_cmp(const void *a, const void *b)
+{
+	const struct drm_gem_object *x = *(const struct drm_gem_object * const *)a;
+	const struct drm_gem_object *y = *(const struct drm_gem_object * const *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/**
+ * rbln_vm_bound_objects() - the objects @vm's VM_BIND mappings hold
+ * @vm: the address space
+ * @count: (out) how many
+ *
+ * For fdinfo: a mapping keeps its object, and the memory with it, after
+ * the file closes its handle.
+ *
+ * Return: the distinct objects, each referenced, sorted for
+ * rbln_vm_bound_includes(); give them back with rbln_vm_bound_put().
+ * NULL and *count 0 when there are none, or no memory to list them in.
+ */
+struct drm_gem_object **rbln_vm_bound_objects(struct rbln_vm *vm, unsigned int *count)
+{
+	struct drm_gem_object **objs = NULL;
+	struct drm_gpuva *va;
+	unsigned int n = 0, i, j;
+
+	*count = 0;
+	mutex_lock(&vm->lock);
+	drm_gpuvm_for_each_va(va, &vm->gpuvm)
+		n++;
+	if (n)
+		objs = kvmalloc_array(n, sizeof(*objs), GFP_KERNEL | __GFP_NOWARN);
+	if (objs) {
+		n = 0;
+		drm_gpuvm_for_each_va(va, &vm->gpuvm) {
+			drm_gem_object_get(va->gem.obj);
+			objs[n++] = va->gem.obj;
+		}
+	}
+	mutex_unlock(&vm->lock);
+	if (!objs)
+		return NULL;
+
+	sort(objs, n, sizeof(*objs), rbln_obj_cmp, NULL);
+	for (i = 0, j = 0; i < n; i++) {
+		if (j && objs[j - 1] == objs[i])
+			drm_gem_object_put(objs[i]);
+		else
+			objs[j++] = objs[i];
+	}
+	*count = j;
+	return objs;
+}
+
+/**
+ * rbln_vm_bound_includes() - is @obj among rbln_vm_bound_objects()' list?
+ * @objs: the list
+ * @count: its length
+ * @obj: the object
+ *
+ * Return: true if it is.
+ */
+bool rbln_vm_bound_includes(struct drm_gem_object **objs, unsigned int count,
+			    struct drm_gem_object *obj)
+{
+	return count && bsearch(&obj, objs, count, sizeof(*objs), rbln_obj_cmp);
+}
+
+/**
+ * rbln_vm_bound_put() - give back rbln_vm_bound_objects()' list
+ * @objs: the list, or NULL
+ * @count: its length
+ */
+void rbln_vm_bound_put(struct drm_gem_object **objs, unsigned int count)
+{
+	unsigned int i;
+
+	for (i = 0; i < count; i++)
+		drm_gem_object_put(objs[i]);
+	kvfree(objs);
 }
 
 /* The reservation that holds [@va, + @size), or NULL. */

@@ -7,7 +7,9 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <regex.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
@@ -218,6 +220,107 @@ TEST_F(fdinfo, memory_by_region)
 	ASSERT_EQ(0, read_fdinfo(self->fd, &info));
 	EXPECT_EQ(0, mem(&info, "total", "device"));
 	EXPECT_EQ(0, mem(&info, "total", "host"));
+}
+
+/*
+ * An object mapped through VM_BIND keeps its memory after its handle is
+ * closed: the file counts it, once however often it is mapped, until it
+ * is unbound. Otherwise a process could hold device memory that neither
+ * its fdinfo nor rbln-smi shows.
+ */
+TEST_F(fdinfo, bound_objects_count_without_handles)
+{
+	struct fdinfo info;
+	uint32_t hd, hh;
+	uint64_t va;
+
+	ASSERT_EQ(0, rbln_drm_vm_reserve(self->dev, 8 << 20, 0, &va));
+	ASSERT_EQ(0, rbln_drm_bo_create(self->dev, 4 << 20, RBLN_BO_DEVICE, RBLN_BO_NO_VA, &hd,
+					NULL));
+	ASSERT_EQ(0, rbln_drm_bo_create(self->dev, 2 << 20, RBLN_BO_HOST, RBLN_BO_NO_VA, &hh, NULL));
+	ASSERT_EQ(0, rbln_test_vm_map(self->dev, va, 2 << 20, hd, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->dev, va + (2 << 20), 4 << 20, hd, 0, 0));
+	ASSERT_EQ(0, rbln_test_vm_map(self->dev, va + (6 << 20), 2 << 20, hh, 0, 0));
+	ASSERT_EQ(0, read_fdinfo(self->fd, &info));
+	EXPECT_EQ(4 << 20, mem(&info, "total", "device"));
+	EXPECT_EQ(2 << 20, mem(&info, "total", "host"));
+
+	ASSERT_EQ(0, rbln_drm_bo_close(self->dev, hd));
+	ASSERT_EQ(0, rbln_drm_bo_close(self->dev, hh));
+	ASSERT_EQ(0, read_fdinfo(self->fd, &info));
+	EXPECT_EQ(4 << 20, mem(&info, "total", "device"));
+	EXPECT_EQ(4 << 20, mem(&info, "resident", "device"));
+	EXPECT_EQ(0, mem(&info, "shared", "device"));
+	EXPECT_EQ(2 << 20, mem(&info, "total", "host"));
+	EXPECT_EQ(4 << 20, rbln_test_mem_used(0));
+
+	/* Half of the object unbound: still held by the rest. */
+	ASSERT_EQ(0, rbln_test_vm_unmap(self->dev, va, 2 << 20));
+	ASSERT_EQ(0, read_fdinfo(self->fd, &info));
+	EXPECT_EQ(4 << 20, mem(&info, "total", "device"));
+	ASSERT_EQ(0, rbln_test_vm_unmap(self->dev, va, 8 << 20));
+	ASSERT_EQ(0, read_fdinfo(self->fd, &info));
+	EXPECT_EQ(0, mem(&info, "total", "device"));
+	EXPECT_EQ(0, mem(&info, "total", "host"));
+	EXPECT_EQ(0, rbln_test_mem_used_settled(0));
+	EXPECT_EQ(0, rbln_drm_vm_release(self->dev, va));
+}
+
+struct reader {
+	int fd;
+	atomic_bool stop;
+	int reads, failed;
+};
+
+static void *read_until_stopped(void *arg)
+{
+	struct reader *r = arg;
+	struct fdinfo info;
+
+	while (!atomic_load(&r->stop)) {
+		if (read_fdinfo(r->fd, &info) || mem(&info, "total", "device") < 0)
+			r->failed++;
+		r->reads++;
+	}
+	return NULL;
+}
+
+/*
+ * fdinfo read while objects are bound, their handles closed and unbound,
+ * none of it waited for: every read finds a whole set of keys, and the
+ * file ends up holding nothing (KASAN: no object read after it is freed).
+ */
+TEST_F(fdinfo, reads_race_binds_and_closes)
+{
+	struct reader r = { .fd = self->fd };
+	struct fdinfo info;
+	pthread_t thread;
+	uint64_t va;
+	uint32_t h;
+	int i;
+
+	ASSERT_EQ(0, rbln_drm_vm_reserve(self->dev, 4 << 20, 0, &va));
+	ASSERT_EQ(0, pthread_create(&thread, NULL, read_until_stopped, &r));
+	for (i = 0; i < 200; i++) {
+		ASSERT_EQ(0, rbln_drm_bo_create(self->dev, 1 << 20, i % 2 ? RBLN_BO_HOST :
+						RBLN_BO_DEVICE, RBLN_BO_NO_VA, &h, NULL));
+		ASSERT_EQ(0, rbln_drm_vm_map(self->dev, va + (i % 4) * (1 << 20), 1 << 20, h, 0, 0,
+					     NULL, 0, NULL));
+		ASSERT_EQ(0, rbln_drm_bo_close(self->dev, h));
+		if (i < 199)
+			ASSERT_EQ(0, rbln_drm_vm_unmap(self->dev, va + (i % 4) * (1 << 20), 1 << 20,
+						       NULL, 0, NULL));
+	}
+	/* The bind queue runs in order: once the last unbind is done, all are. */
+	ASSERT_EQ(0, rbln_test_vm_unmap(self->dev, va + 3 * (1 << 20), 1 << 20));
+	atomic_store(&r.stop, true);
+	pthread_join(thread, NULL);
+	EXPECT_LT(0, r.reads);
+	EXPECT_EQ(0, r.failed);
+	ASSERT_EQ(0, read_fdinfo(self->fd, &info));
+	EXPECT_EQ(0, mem(&info, "total", "device"));
+	EXPECT_EQ(0, mem(&info, "total", "host"));
+	EXPECT_EQ(0, rbln_drm_vm_release(self->dev, va));
 }
 
 TEST_F(fdinfo, debugfs_lists_objects_per_client)
