@@ -5,7 +5,8 @@
  *
  * For each operation (open of the node, GET_PARAM, BO_CREATE of host and
  * device objects, BO_INFO, QUEUE_CREATE and QUEUE_DESTROY, SUBMIT with
- * objects, waits and a signal syncobj, PRIME export and import within a
+ * objects, waits and a signal syncobj, VM_RESERVE, VM_BIND maps and
+ * unmaps with waits and a signal syncobj, PRIME export and import within a
  * device and between two rbln devices), N = 1, 2, ... : arm the kernel to
  * fail the N-th allocation of this thread (/proc/thread-self/fail-nth,
  * honoured by failslab and fail_page_alloc), run the operation once, and
@@ -273,6 +274,7 @@ FIXTURE(fi) {
 	struct rbln_test_buf dev;	/* DEVICE: 1 MiB */
 	uint32_t cmd_len;
 	uint32_t wait_syncobj, signal_syncobj;
+	uint64_t bind_va;		/* a VM_BIND reservation of 4 MiB */
 	int host_fd, dev_fd;		/* dma-bufs of host and dev */
 	long long used0, used1;		/* device memory used with all that */
 };
@@ -322,6 +324,7 @@ FIXTURE_SETUP(fi)
 	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(self->a), DRM_SYNCOBJ_CREATE_SIGNALED,
 				      &self->wait_syncobj));
 	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(self->a), 0, &self->signal_syncobj));
+	ASSERT_EQ(0, rbln_drm_vm_reserve(self->a, 4 * MIB, 0, &self->bind_va));
 	ASSERT_EQ(0, rbln_drm_bo_export(self->a, self->host.handle, &self->host_fd));
 	ASSERT_EQ(0, rbln_drm_bo_export(self->a, self->dev.handle, &self->dev_fd));
 	self->used0 = rbln_test_mem_used(0);
@@ -345,6 +348,8 @@ FIXTURE_TEARDOWN(fi)
 	if (self->dev_fd >= 0)
 		close(self->dev_fd);
 	if (self->a) {
+		if (self->bind_va)
+			EXPECT_EQ(0, rbln_drm_vm_release(self->a, self->bind_va));
 		drmSyncobjDestroy(rbln_drm_fd(self->a), self->wait_syncobj);
 		drmSyncobjDestroy(rbln_drm_fd(self->a), self->signal_syncobj);
 		rbln_test_buf_free(self->a, &self->cmd);
@@ -567,6 +572,79 @@ static int undo_submit(FIXTURE_DATA(fi) *self, void *state)
 	return status == 1 ? 0 : status ?: -ETIMEDOUT;
 }
 
+/* VM_RESERVE, and the VM_RELEASE that gives the range back */
+static int run_vm_reserve(FIXTURE_DATA(fi) *self, void *state)
+{
+	return rbln_drm_vm_reserve(self->a, 4 * MIB, 0, (uint64_t *)state);
+}
+
+static int undo_vm_reserve(FIXTURE_DATA(fi) *self, void *state)
+{
+	return rbln_drm_vm_release(self->a, *(uint64_t *)state);
+}
+
+/* Waits for the last bind job's signal: 0 once it succeeded. */
+static int bind_done(FIXTURE_DATA(fi) *self)
+{
+	return undo_submit(self, NULL);
+}
+
+/*
+ * VM_BIND of the device object's first half and of the host object, each
+ * behind a wait and with a signal syncobj: the bind jobs run, and succeed.
+ */
+static int run_vm_bind_map(FIXTURE_DATA(fi) *self, void *state)
+{
+	struct drm_rbln_sync wait = { .handle = self->wait_syncobj };
+	struct drm_rbln_sync signal = { .handle = self->signal_syncobj };
+	int ret;
+
+	ret = rbln_drm_vm_map(self->a, self->bind_va, MIB / 2, self->dev.handle, 0, 0, &wait, 1,
+			      &signal);
+	if (ret)
+		return ret;
+	ret = bind_done(self);
+	if (ret)
+		return ret;
+	ret = rbln_drm_vm_map(self->a, self->bind_va + 2 * MIB, 64 * 1024, self->host.handle, 0,
+			      RBLN_VM_BIND_READ_ONLY, &wait, 1, &signal);
+	if (ret) {
+		rbln_test_vm_unmap(self->a, self->bind_va, MIB / 2);
+		return ret;
+	}
+	return bind_done(self);
+}
+
+static int undo_vm_bind_map(FIXTURE_DATA(fi) *self, void *state)
+{
+	return rbln_test_vm_unmap(self->a, self->bind_va, 4 * MIB);
+}
+
+/*
+ * VM_BIND unmap of part of a mapping, which splits it in two, and then
+ * the rest: the map before it is made with faults armed too.
+ */
+static int run_vm_bind_unmap(FIXTURE_DATA(fi) *self, void *state)
+{
+	struct drm_rbln_sync signal = { .handle = self->signal_syncobj };
+	int ret;
+
+	ret = rbln_drm_vm_map(self->a, self->bind_va, MIB, self->dev.handle, 0, 0, NULL, 0,
+			      &signal);
+	if (ret)
+		return ret;
+	ret = rbln_drm_vm_unmap(self->a, self->bind_va + 4096, 4096, NULL, 0, &signal);
+	if (!ret)
+		ret = bind_done(self);
+	if (!ret)
+		ret = rbln_drm_vm_unmap(self->a, self->bind_va, MIB, NULL, 0, &signal);
+	if (!ret)
+		return bind_done(self);
+	/* after the one failure, the cleanup cannot fail */
+	rbln_test_vm_unmap(self->a, self->bind_va, MIB);
+	return ret;
+}
+
 static int run_export(FIXTURE_DATA(fi) *self, void *state)
 {
 	int fd, ret;
@@ -728,6 +806,27 @@ TEST_F(fi, queue_destroy)
 TEST_F(fi, submit)
 {
 	static const struct op op = { "SUBMIT", run_submit, undo_submit, true };
+
+	EXERCISE(&op);
+}
+
+TEST_F(fi, vm_reserve)
+{
+	static const struct op op = { "VM_RESERVE", run_vm_reserve, undo_vm_reserve, true };
+
+	EXERCISE(&op);
+}
+
+TEST_F(fi, vm_bind_map)
+{
+	static const struct op op = { "VM_BIND map", run_vm_bind_map, undo_vm_bind_map, true };
+
+	EXERCISE(&op);
+}
+
+TEST_F(fi, vm_bind_unmap)
+{
+	static const struct op op = { "VM_BIND map+unmap", run_vm_bind_unmap, NULL, true };
 
 	EXERCISE(&op);
 }
