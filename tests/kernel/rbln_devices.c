@@ -330,6 +330,7 @@ TEST(remove_with_every_kind_of_mapping)
 	struct rbln_drm_bo_info info;
 	struct rbln_test_victim vic;
 	int added, udma, memfd = -1, fd, bound_fd, i;
+	long long host;
 	struct rbln_drm_cmd c;
 	uint64_t va;
 
@@ -390,6 +391,11 @@ TEST(remove_with_every_kind_of_mapping)
 	ASSERT_EQ(0, rbln_drm_vm_map(dev, va + (2 << 20), 2 << 20, b.handle, 0, 0, &done, 1,
 				     &bound));
 	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(dev), bound.handle, &bound_fd));
+	/* B's handle goes: its mappings hold it, and fdinfo still counts it. */
+	host = rbln_test_fdinfo_mem(rbln_drm_fd(dev), "total", "host");
+	EXPECT_LE(6 << 20, host);
+	ASSERT_EQ(0, rbln_drm_bo_close(dev, b.handle));
+	EXPECT_EQ(host, rbln_test_fdinfo_mem(rbln_drm_fd(dev), "total", "host"));
 
 	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
 

@@ -61,29 +61,12 @@ static const char *get(const struct fdinfo *info, const char *key)
 	return NULL;
 }
 
-/* A memory value per the spec: an integer and an optional KiB or MiB unit. */
-static long long bytes(const char *v)
-{
-	unsigned long long n;
-	char unit[8] = "";
-
-	if (!v || sscanf(v, "%llu %7s", &n, unit) < 1)
-		return -1;
-	if (!unit[0])
-		return (long long)n;
-	if (!strcmp(unit, "KiB"))
-		return (long long)(n << 10);
-	if (!strcmp(unit, "MiB"))
-		return (long long)(n << 20);
-	return -1;
-}
-
 static long long mem(const struct fdinfo *info, const char *stat, const char *region)
 {
 	char key[64];
 
 	snprintf(key, sizeof(key), "drm-%s-%s", stat, region);
-	return bytes(get(info, key));
+	return rbln_test_fdinfo_bytes(get(info, key));
 }
 
 FIXTURE(fdinfo) {
@@ -137,7 +120,7 @@ TEST_F(fdinfo, keys_follow_the_spec)
 			ASSERT_EQ(0, rbln_test_name(0, name));
 			EXPECT_STREQ(name, v);
 		} else if (!regexec(&mem_key, k, 0, NULL, 0)) {
-			EXPECT_GE(bytes(v), 0) TH_LOG("%s: '%s' is not a size", k, v);
+			EXPECT_GE(rbln_test_fdinfo_bytes(v), 0) TH_LOG("%s: '%s' is not a size", k, v);
 		} else if (!regexec(&capacity_key, k, 0, NULL, 0)) {
 			EXPECT_TRUE(isdigit((unsigned char)v[0]) && !v[strspn(v, "0123456789")])
 				TH_LOG("%s: '%s' is not a count", k, v);
@@ -166,7 +149,7 @@ TEST_F(fdinfo, keys_follow_the_spec)
 			char key[64];
 
 			snprintf(key, sizeof(key), "drm-%s-%s", stats[s], regions[r]);
-			EXPECT_EQ(0, bytes(get(&info, key))) TH_LOG("%s", key);
+			EXPECT_EQ(0, rbln_test_fdinfo_bytes(get(&info, key))) TH_LOG("%s", key);
 		}
 	}
 }

@@ -550,6 +550,43 @@ static inline void rbln_test_buf_free(struct rbln_drm_device *dev, struct rbln_t
 	memset(b, 0, sizeof(*b));
 }
 
+/* A memory value of fdinfo per drm-usage-stats.rst (a number, then KiB or MiB), or -1. */
+static inline long long rbln_test_fdinfo_bytes(const char *v)
+{
+	unsigned long long n;
+	char unit[8] = "";
+
+	if (!v || sscanf(v, "%llu %7s", &n, unit) < 1)
+		return -1;
+	if (!unit[0])
+		return (long long)n;
+	if (!strcmp(unit, "KiB"))
+		return (long long)(n << 10);
+	if (!strcmp(unit, "MiB"))
+		return (long long)(n << 20);
+	return -1;
+}
+
+/* The bytes of fdinfo key drm-@stat-@region of file @fd, or -1. */
+static inline long long rbln_test_fdinfo_mem(int fd, const char *stat, const char *region)
+{
+	char path[64], key[64], line[256];
+	long long v = -1;
+	size_t len;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	len = (size_t)snprintf(key, sizeof(key), "drm-%s-%s:", stat, region);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (v < 0 && fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, len))
+			v = rbln_test_fdinfo_bytes(line + len + strspn(line + len, " \t"));
+	fclose(f);
+	return v;
+}
+
 /* VM_BIND maps and waits for the bind job: 0 or the error (-EIO: the job failed). */
 static inline int rbln_test_vm_map(struct rbln_drm_device *dev, uint64_t va, uint64_t size,
 				   uint32_t handle, uint64_t off, uint32_t flags)
