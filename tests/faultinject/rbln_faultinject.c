@@ -6,7 +6,8 @@
  * For each operation (open of the node, GET_PARAM, BO_CREATE of host and
  * device objects, BO_INFO, QUEUE_CREATE and QUEUE_DESTROY, SUBMIT with
  * objects, waits and a signal syncobj, VM_RESERVE, VM_BIND maps and
- * unmaps with waits and a signal syncobj, PRIME export and import within a
+ * unmaps with waits and a signal syncobj and the fdinfo that counts what
+ * they hold, PRIME export and import within a
  * device and between two rbln devices), N = 1, 2, ... : arm the kernel to
  * fail the N-th allocation of this thread (/proc/thread-self/fail-nth,
  * honoured by failslab and fail_page_alloc), run the operation once, and
@@ -615,6 +616,19 @@ static int run_vm_bind_map(FIXTURE_DATA(fi) *self, void *state)
 	return bind_done(self);
 }
 
+/*
+ * The same maps, then fdinfo, which lists the objects mappings hold: when
+ * that list cannot be had, fdinfo still reads, and takes no reference.
+ */
+static int run_vm_bind_fdinfo(FIXTURE_DATA(fi) *self, void *state)
+{
+	int ret = run_vm_bind_map(self, state);
+
+	if (!ret && rbln_test_fdinfo_mem(rbln_drm_fd(self->a), "total", "device") < MIB)
+		ret = -EIO;
+	return ret;
+}
+
 static int undo_vm_bind_map(FIXTURE_DATA(fi) *self, void *state)
 {
 	return rbln_test_vm_unmap(self->a, self->bind_va, 4 * MIB);
@@ -820,6 +834,14 @@ TEST_F(fi, vm_reserve)
 TEST_F(fi, vm_bind_map)
 {
 	static const struct op op = { "VM_BIND map", run_vm_bind_map, undo_vm_bind_map, true };
+
+	EXERCISE(&op);
+}
+
+TEST_F(fi, vm_bind_fdinfo)
+{
+	static const struct op op = { "VM_BIND map + fdinfo", run_vm_bind_fdinfo,
+				      undo_vm_bind_map, true };
 
 	EXERCISE(&op);
 }
