@@ -97,6 +97,12 @@ static bool fence_is(void *arg)
 	return __atomic_load_n(host_u64(FENCE), __ATOMIC_ACQUIRE) == *(u64 *)arg;
 }
 
+/* The device raises a vector after it writes the fence or fault it is about. */
+static bool irq_raised(void *arg)
+{
+	return atomic_load((atomic_int *)arg) > 0;
+}
+
 struct reg_wait {
 	struct rbln_emu_dev *edev;
 	u32 reg, val;
@@ -175,7 +181,7 @@ TEST_F(npu, job_writes_fence_and_raises_its_ring_vector)
 	ASSERT_TRUE(wait_for(fence_is, &seqno));
 	EXPECT_EQ(0xdeadbeef, *(u32 *)(host + DATA_PAGE));
 	EXPECT_TRUE(rbln_emu_reg_read(&self->edev, RBLN_REG_IRQ_STATUS) & 1);
-	EXPECT_LT(0, atomic_load(&irqs[0]));
+	ASSERT_TRUE(wait_for(irq_raised, &irqs[0]));
 	EXPECT_EQ(0, atomic_load(&irqs[RBLN_EMU_FAULT_VECTOR]));
 }
 
@@ -205,6 +211,7 @@ TEST_F(npu, fault_raises_the_fault_vector)
 	ASSERT_TRUE(wait_for(reg_is, &fault));
 	EXPECT_EQ(DATA_VA + 0x10000,
 		  rbln_emu_reg_read(&self->edev, RBLN_RING_REG(0, RBLN_RING_FAULT_ADDR_LO)));
+	ASSERT_TRUE(wait_for(irq_raised, &irqs[RBLN_EMU_FAULT_VECTOR]));
 	EXPECT_EQ(1, atomic_load(&irqs[RBLN_EMU_FAULT_VECTOR]));
 	/* Acknowledged, the entry completes. */
 	rbln_emu_reg_write(&self->edev, RBLN_RING_REG(0, RBLN_RING_FAULT_INFO), 0);
