@@ -57,31 +57,36 @@
  * linked list for coalescing.  Block records come from a free list refilled
  * a chunk at a time, not from malloc per split.
  *
- * Thread caches.  Once a second thread uses an allocator, each thread keeps
- * a bounded cache of the small blocks it freed (struct tcache), binned by
- * size: an allocation on an eligible queue takes back the smallest cached
- * block that fits and is at most half as big again (TC_BAND), under the
- * thread's own lock only, so that threads stop queueing on the allocator's
- * mutex (and stop waiting for a holder the scheduler has preempted).  A
- * single thread keeps PyTorch's exact placement: with one
- * thread, there is no cache between it and the pools.  Cached blocks stay
- * allocated as far as the pools are concerned (nobody coalesces into them)
- * and carry their pending state, so the queue rule holds for them as for
- * the pools.  The allocator takes every thread's cached blocks back into
- * the pools before it reserves a new segment (thread caches never make
- * reserved grow), in empty_cache and the OOM ladder, and a thread's when it
- * exits or its cache overflows; when the pools cannot serve a request, the
- * older half of every cache first, then the rest.
+ * Thread caches.  Each thread keeps a bounded cache of the small blocks it
+ * freed (struct tcache), binned by size: an allocation on an eligible
+ * queue takes back the newest block of the smallest size that fits and is
+ * at most half as big again (TC_BAND), without the allocator's mutex, so
+ * that a thread's small pairs cost tens of nanoseconds and threads stop
+ * queueing on that mutex.  Placement differs from PyTorch's for the blocks
+ * a thread frees and allocates again; thread_cache:0 gives its exact
+ * placement.  Cached blocks stay allocated as far as the pools are
+ * concerned (nobody coalesces into them) and carry their pending state,
+ * so the queue rule holds for them as for the pools.  They go back to the
+ * pools on overflow (the older half of each bin), at thread exit, in
+ * empty_cache, and when the pools cannot serve a request: the thread's
+ * own cache before a pool grows, other threads' caches (claimed, see
+ * Locking) on the OOM ladder, before the device is out of memory.
  *
  * Locking.  One mutex per allocator guards the pools, the segments and the
- * list of thread caches.  A thread cache has its own mutex, which its
- * thread takes alone on its fast path; others take it only while holding
- * the allocator's (lock order: tc_registry, allocator, thread caches in
- * list order), so a thread never holds its cache's mutex while waiting for
+ * list of thread caches.  A thread enters its own cache with plain loads
+ * and stores (tc_enter()): busy set, claimed tested.  Any other access to
+ * a cache is a claim, by a holder of the allocator's mutex (destroy holds
+ * the registry's instead): it takes the cache's mutex, sets claimed and
+ * waits until the owner is out of its fast path, which the owner shows by
+ * acknowledging the claim (ack_seq) at its next entry or while it waits
+ * for the allocator's mutex, or else membarrier(2) and busy show
+ * (tc_mark_claimed()).  Without membarrier, owners take their cache's
+ * mutex instead.  Lock order: tc_registry, allocator, thread caches in
+ * list order; a thread never holds its cache's mutex while it waits for
  * the allocator's.  The allocator's mutex spins briefly before it sleeps
  * (it is held for short stretches, by threads on other CPUs).  Block
- * records and caches have cache lines of their own.  The provider's alloc
- * and free are called under the
+ * records, caches and the allocator's read-mostly fields have cache lines
+ * of their own.  The provider's alloc and free are called under the
  * allocator's mutex (they are quick ioctls, and PyTorch likewise holds its
  * mutex around cudaMalloc); point_done is called with or without it, from
  * any thread.  synchronize, which can wait for a long time, is never called
@@ -91,35 +96,35 @@
  *
  * Statistics.  allocated, active and cached change on the thread caches'
  * fast paths as well.  Their current value is base (changed under the
- * allocator's mutex) plus every cache's share cur (changed under the
- * cache's mutex), so that threads share no counter.  Peaks stay exact
+ * allocator's mutex) plus every cache's share cur (changed by its owner,
+ * or by a claimer), so that threads share no counter.  Peaks stay exact
  * without a global order on every operation: each cache has an allowance,
  * and base + the sum of allowances <= peak, so no current value can pass
  * its peak unseen.  A cache whose share would rise past its allowance
- * redoes the operation with every mutex held, folds the exact sum into the
+ * redoes the operation with every cache claimed, folds the exact sum into the
  * peak and shares the headroom left below the peaks out again, evenly
  * (peaks_fold_locked()); so does an operation under the allocator's mutex
- * that raises base too far.  Between peaks, a thread goes to other
- * threads' locks only when it has used up its share of the headroom.
+ * that raises base too far.  Between peaks, a thread claims other
+ * threads' caches only when it has used up its share of the headroom.
  * Totals and the counters that only change under a mutex are plain, a
  * thread cache's totals kept in the cache and folded in on reading.  An
  * operation applies its net change once, at its end, so a peak is the
  * maximum over states between operations (a fresh segment does not flash
  * its whole size into cached.peak before the block carved from it becomes
  * active).  Readers, reset_peak and reset_accumulated hold the allocator's
- * mutex and every thread cache's: a snapshot is of one state, in which
+ * mutex and claim every thread cache: a snapshot is of one state, in which
  * cached == reserved - active.
  *
  * History.  Off, the entry points test one flag and pass no call record
  * down (struct call): nothing is recorded, no site captured, and a free
  * tests the block's site, which it keeps only from an allocation made with
- * history on.  On, an entry point captures its caller's return addresses (with stacks)
- * before taking any lock, and each event goes into a bounded ring under
- * the history's own mutex, taken inside whichever lock guards the block
- * or segment the event is about (the allocator's, or a thread cache's on
- * its fast path): so an event is in the ring before another thread can see
- * the change it records, and a block's alloc and free events come in the
- * order it changed hands.  Lock order: allocator, thread caches, history.
+ * history on.  On, an entry point captures its caller's return addresses
+ * (with stacks) before taking any lock, and each event goes into a bounded
+ * ring under the history's own mutex, taken inside whatever guards the
+ * block or segment the event is about (the allocator's mutex, or a thread
+ * cache's ownership on its fast path): so an event is in the ring before
+ * another thread can see the change it records, and a block's alloc and
+ * free events come in the order it changed hands.  Lock order: allocator, thread caches, history.
  * A free with its job pending is kept aside (struct pending_free) until the
  * allocator finds the job's point done or hands the memory out again on
  * that queue: then its free_completed is recorded.  Snapshots hold every
@@ -138,6 +143,11 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "rbln_alloc.h"
 
@@ -160,7 +170,19 @@
 #define TC_MAX_SIZE		(256 * KiB)
 #define TC_CLASSES		(TC_MAX_SIZE / MIN_BLOCK_SIZE)
 #define TC_MAX_BYTES		SMALL_BUFFER
-#define TC_DEFAULT_BLOCKS	64
+#define TC_DEFAULT_BLOCKS	128
+/*
+ * How long a claim spins for an acknowledgement before it uses membarrier
+ * (15 us here); a test builds it with 0, to make every claim of a running
+ * owner's cache a membarrier.  How long an owner spins for a claim's end,
+ * or for the allocator's mutex while acknowledging claims, before it
+ * yields (or sleeps), and yields for a claim's end before it sleeps.
+ */
+#ifndef TC_ACK_SPIN_NS
+#define TC_ACK_SPIN_NS		4000
+#endif
+#define TC_WAIT_SPIN_NS		4000
+#define TC_WAIT_YIELD_NS	1000000
 /*
  * A cached block serves requests down to 2/3 of its size (the smallest
  * fitting one first): a bigger block now costs less than queueing for the
@@ -223,8 +245,8 @@ struct rbln_block {
 
 	enum block_where where;
 	uint32_t prio;
-	struct rbln_block *left, *right;	/* treap links; a thread cache's age list */
-	struct rbln_block *tc_prev, *tc_next;	/* a thread cache's size bin */
+	struct rbln_block *left, *right;	/* treap links */
+	struct rbln_block *tc_next;	/* a thread cache's size bin */
 	struct rbln_alloc_site *site;	/* where it was allocated, while allocated with history on */
 	size_t heap_idx;
 };
@@ -254,11 +276,14 @@ struct totals {
 /* One thread's cache of freed small blocks for one allocator; lines of its own. */
 struct tcache {
 	alignas(CACHE_LINE) pthread_mutex_t lock;	/* the fields below; see Locking */
+	atomic_bool busy;		/* its thread is in its fast path (tc_enter()) */
+	atomic_bool claimed;		/* a holder of lock keeps its thread out (tc_claim()) */
+	atomic_uint claim_seq;		/* claims so far, changed under lock */
+	atomic_uint ack_seq;		/* the last claim its thread acknowledged */
 	_Atomic(struct rbln_allocator *) a;	/* NULL once the allocator is destroyed */
 	struct tcache *prev, *next;	/* the allocator's list, under its mutex */
 	struct tcache *tnext;		/* the owning thread's list */
-	struct rbln_block *newest, *oldest;	/* age list through left (older) and right (newer) */
-	struct rbln_block *bin[TC_CLASSES];	/* by size, newest first, through tc_next/tc_prev */
+	struct rbln_block *bin[TC_CLASSES];	/* by size, newest first, through tc_next */
 	uint64_t bin_bits[TC_CLASSES / 64];	/* non-empty bins */
 	unsigned int count;
 	uint64_t bytes;
@@ -296,11 +321,14 @@ struct block_chunk {
 };
 
 struct rbln_allocator {
-	pthread_mutex_t lock;
+	/* set at creation: the thread caches' fast paths read these alone */
 	struct rbln_segment_ops ops;
 	void *ctx;
 	struct alloc_conf conf;
+	atomic_bool hist_on;		/* history: the one flag the fast paths test */
 
+	/* written under lock, away from the lines above (false sharing) */
+	alignas(CACHE_LINE) pthread_mutex_t lock;
 	struct pool pools[POOL_COUNT];
 	struct rbln_block *cls[NCLASS];	/* small pool's ready blocks: treap by va per size class */
 	uint64_t cls_bits[NCLASS_WORDS];	/* non-empty classes */
@@ -315,11 +343,6 @@ struct rbln_allocator {
 	struct rbln_segment *exp[POOL_COUNT];	/* each pool's expandable segment, once mapped */
 	uint64_t prio_state;
 
-	/* Thread caches start once a second thread uses the allocator. */
-	pthread_t first_thread;
-	bool first_set;
-	atomic_bool shared;
-	atomic_bool hist_on;		/* history: the one flag the fast paths test, by shared */
 	struct tcache *tcaches;
 
 	int64_t base[S_SHARED];		/* current values, but for the thread caches' shares */
@@ -332,6 +355,220 @@ struct rbln_allocator {
 	struct history hist;
 };
 
+/* ---- thread cache ownership ------------------------------------------ */
+
+/*
+ * Whether claims can use membarrier(2): then a thread enters its own cache
+ * with plain stores and loads (tc_enter()), no atomic read-modify-write,
+ * and never a fence; without it, it takes the cache's mutex.
+ */
+static bool tc_asym;
+static pthread_once_t tc_asym_once = PTHREAD_ONCE_INIT;
+
+static void tc_asym_init(void)
+{
+	tc_asym = !syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+}
+
+static struct tcache *tc_find(struct rbln_allocator *a);
+static bool tc_enter_claimed(struct tcache *tc);
+
+/*
+ * The owning thread's way into @tc: true if it then holds @tc's mutex
+ * (after a long claim, or without membarrier(2)), false if it is merely
+ * marked busy.  See tc_mark_claimed().
+ */
+static inline __attribute__((always_inline)) bool tc_enter(struct tcache *tc)
+{
+	if (!tc_asym) {
+		pthread_mutex_lock(&tc->lock);
+		return true;
+	}
+	atomic_signal_fence(memory_order_seq_cst);
+	atomic_store_explicit(&tc->busy, true, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (__builtin_expect(!atomic_load_explicit(&tc->claimed, memory_order_acquire), 1))
+		return false;
+	return tc_enter_claimed(tc);
+}
+
+static inline __attribute__((always_inline)) void tc_leave(struct tcache *tc, bool locked)
+{
+	if (locked)
+		pthread_mutex_unlock(&tc->lock);
+	else
+		atomic_store_explicit(&tc->busy, false, memory_order_release);
+}
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+static void tc_ack(struct tcache *tc)
+{
+	atomic_store_explicit(&tc->ack_seq, atomic_load_explicit(&tc->claim_seq, memory_order_relaxed),
+			      memory_order_release);
+}
+
+static bool tc_acked(struct tcache *tc)
+{
+	return atomic_load_explicit(&tc->ack_seq, memory_order_acquire) ==
+	       atomic_load_explicit(&tc->claim_seq, memory_order_relaxed);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether a spin that began at @t0 has had @limit ns, at its @n-th turn. */
+static bool spin_expired(unsigned int n, uint64_t t0, uint64_t limit)
+{
+	return (n % 64 == 0 || !limit) && now_ns() - t0 > limit;
+}
+
+/*
+ * Waits until @tc's claim ends (claims are short: a fold of the peaks, a
+ * reclaim, a snapshot): true, or false after TC_WAIT_YIELD_NS, when its
+ * owner should sleep on the mutex.  It spins, then yields rather than
+ * sleeps: a claimer that claims again right after unclaiming would take
+ * the mutex again before a woken owner runs, over and over; an owner that
+ * watches claimed enters in between.
+ */
+static bool tc_wait_unclaimed(struct tcache *tc)
+{
+	uint64_t t0 = now_ns();
+	unsigned int n;
+
+	for (n = 1; atomic_load_explicit(&tc->claimed, memory_order_relaxed); n++) {
+		if (!spin_expired(n, t0, TC_WAIT_SPIN_NS))
+			cpu_relax();
+		else if (spin_expired(n, t0, TC_WAIT_YIELD_NS))
+			return false;
+		else
+			sched_yield();
+	}
+	return true;
+}
+
+/*
+ * tc_enter() on a claimed cache: acknowledges the claim (ack_seq) and
+ * waits for its end, then enters again.
+ */
+static __attribute__((noinline)) bool tc_enter_claimed(struct tcache *tc)
+{
+	do {
+		atomic_store_explicit(&tc->busy, false, memory_order_release);
+		tc_ack(tc);
+		if (!tc_wait_unclaimed(tc)) {
+			pthread_mutex_lock(&tc->lock);
+			return true;
+		}
+		atomic_signal_fence(memory_order_seq_cst);
+		atomic_store_explicit(&tc->busy, true, memory_order_relaxed);
+		atomic_signal_fence(memory_order_seq_cst);
+	} while (atomic_load_explicit(&tc->claimed, memory_order_acquire));
+	return false;
+}
+
+/*
+ * Marks the caches from @tc on (only @tc with @one), their mutexes held,
+ * claimed, and waits until their owners are out of their fast paths; the
+ * calling thread's own cache (@own) is not in its fast path.
+ *
+ * An owner that is allocating or freeing acknowledges the claim at its
+ * next entry, within nanoseconds: its release of ack_seq publishes what it
+ * did in its cache.  One that does not within TC_ACK_SPIN_NS (it is busy
+ * elsewhere, asleep, or waiting for the allocator's mutex) is waited for
+ * the asymmetric way, as in the pattern of membarrier(2)'s manual page:
+ * membarrier makes every running thread pass a full barrier, after which
+ * either the owner's load sees claimed or the claimer's sees busy, never
+ * neither.  So the owner's fast path needs no fence either way.
+ */
+static void tc_mark_claimed(struct tcache *tc, bool one, struct tcache *own)
+{
+	bool waiting = false;
+	struct tcache *t;
+	unsigned int n;
+	uint64_t t0;
+
+	for (t = tc; t; t = one ? NULL : t->next) {
+		atomic_store_explicit(&t->claim_seq,
+				      atomic_load_explicit(&t->claim_seq, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+		atomic_store(&t->claimed, true);
+		waiting |= t != own;
+	}
+	if (!tc_asym || !waiting)
+		return;
+	t0 = now_ns();
+	for (n = 1; ; n++) {
+		waiting = false;
+		for (t = tc; t && !waiting; t = one ? NULL : t->next)
+			waiting = t != own && !tc_acked(t);
+		if (!waiting)
+			return;
+		cpu_relax();
+		if (spin_expired(n, t0, TC_ACK_SPIN_NS))
+			break;
+	}
+	/* Cannot fail once registered; were it to, blocks would be handed out twice. */
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0))
+		abort();
+	for (t = tc; t; t = one ? NULL : t->next)
+		while (t != own && !tc_acked(t) && atomic_load(&t->busy))
+			sched_yield();
+}
+
+/*
+ * Takes the allocator's mutex.  Its holder may be claiming this thread's
+ * cache: while the mutex is taken, the thread acknowledges such claims, as
+ * it would on entering its cache, so that they need no membarrier; after
+ * TC_WAIT_SPIN_NS it sleeps on the mutex.
+ */
+static void alloc_lock(struct rbln_allocator *a)
+{
+	struct tcache *own;
+	unsigned int n;
+	uint64_t t0;
+
+	if (!pthread_mutex_trylock(&a->lock))
+		return;
+	own = tc_asym ? tc_find(a) : NULL;
+	if (own) {
+		t0 = now_ns();
+		for (n = 1; ; n++) {
+			if (atomic_load_explicit(&own->claimed, memory_order_acquire))
+				tc_ack(own);
+			if (!pthread_mutex_trylock(&a->lock))
+				return;
+			cpu_relax();
+			if (spin_expired(n, t0, TC_WAIT_SPIN_NS))
+				break;
+		}
+	}
+	pthread_mutex_lock(&a->lock);
+}
+
+/* Claims @tc alone: its mutex, and its owner kept out; @own: the caller's cache. */
+static void tc_claim(struct tcache *tc, struct tcache *own)
+{
+	pthread_mutex_lock(&tc->lock);
+	tc_mark_claimed(tc, true, own);
+}
+
+static void tc_unclaim(struct tcache *tc)
+{
+	atomic_store_explicit(&tc->claimed, false, memory_order_release);
+	pthread_mutex_unlock(&tc->lock);
+}
+
 /* ---- statistics ------------------------------------------------------- */
 
 /* Net change of one operation. */
@@ -341,7 +578,6 @@ struct delta {
 
 static void tc_lock_all(struct rbln_allocator *a);
 static void tc_unlock_all(struct rbln_allocator *a);
-static struct tcache *tc_find(struct rbln_allocator *a);
 
 /* Current value of stat @i; the allocator's mutex and every thread cache's held. */
 static int64_t stat_current(struct rbln_allocator *a, int i)
@@ -395,7 +631,8 @@ static void peaks_refold(struct rbln_allocator *a)
  * held: false, and nothing changed, if a value would rise past its
  * allowance, unless @exact (every lock held: the caller folds the peaks).
  */
-static bool tc_delta_apply(struct tcache *tc, const struct delta *d, bool exact)
+static inline __attribute__((always_inline)) bool
+tc_delta_apply(struct tcache *tc, const struct delta *d, bool exact)
 {
 	int i;
 
@@ -429,9 +666,10 @@ static void delta_apply(struct rbln_allocator *a, const struct delta *d)
 	if (tc) {
 		bool taken;
 
-		pthread_mutex_lock(&tc->lock);
+		bool locked = tc_enter(tc);
+
 		taken = tc_delta_apply(tc, d, false);
-		pthread_mutex_unlock(&tc->lock);
+		tc_leave(tc, locked);
 		if (taken)
 			return;
 	}
@@ -1265,70 +1503,59 @@ static struct tcache *tc_find(struct rbln_allocator *a)
 	return NULL;
 }
 
-static void tc_bin_unlink(struct tcache *tc, struct rbln_block *b)
-{
-	size_t c = size_class(b->size);
-
-	if (b->tc_prev)
-		b->tc_prev->tc_next = b->tc_next;
-	else if (!(tc->bin[c] = b->tc_next))
-		tc->bin_bits[c / 64] &= ~(1ull << (c % 64));
-	if (b->tc_next)
-		b->tc_next->tc_prev = b->tc_prev;
-}
-
-/* Removes @b from @tc (its lock held): from its bin and the age list. */
-static void tc_unlink(struct tcache *tc, struct rbln_block *b)
-{
-	tc_bin_unlink(tc, b);
-	if (b->right)
-		b->right->left = b->left;
-	else
-		tc->newest = b->left;
-	if (b->left)
-		b->left->right = b->right;
-	else
-		tc->oldest = b->right;
-	b->left = b->right = b->tc_prev = b->tc_next = NULL;
-	tc->count--;
-	tc->bytes -= b->size;
-}
-
 static void tc_push(struct tcache *tc, struct rbln_block *b)
 {
 	size_t c = size_class(b->size);
-	struct rbln_block **bin = &tc->bin[c];
 
 	tc->bin_bits[c / 64] |= 1ull << (c % 64);
-	b->tc_prev = NULL;
-	b->tc_next = *bin;
-	if (*bin)
-		(*bin)->tc_prev = b;
-	*bin = b;
-	b->right = NULL;
-	b->left = tc->newest;
-	if (tc->newest)
-		tc->newest->right = b;
-	else
-		tc->oldest = b;
-	tc->newest = b;
+	b->tc_next = tc->bin[c];
+	tc->bin[c] = b;
 	tc->count++;
 	tc->bytes += b->size;
 }
 
-/*
- * Detaches the oldest blocks of @tc (its lock held) until at most @keep
- * blocks and @keep_bytes stay, as a list through tc_next.
- */
-static struct rbln_block *tc_take_oldest(struct tcache *tc, unsigned int keep,
-					 uint64_t keep_bytes)
+/* Removes the block *@link points to from bin @c of @tc, its lock held. */
+static struct rbln_block *tc_unlink(struct tcache *tc, size_t c, struct rbln_block **link)
 {
-	struct rbln_block *list = NULL, *b;
+	struct rbln_block *b = *link;
 
-	while ((b = tc->oldest) && (tc->count > keep || tc->bytes > keep_bytes)) {
-		tc_unlink(tc, b);
-		b->tc_next = list;
-		list = b;
+	*link = b->tc_next;
+	if (!tc->bin[c])
+		tc->bin_bits[c / 64] &= ~(1ull << (c % 64));
+	b->tc_next = NULL;
+	tc->count--;
+	tc->bytes -= b->size;
+	return b;
+}
+
+/*
+ * Detaches the older half of every bin of @tc (its lock held), or with
+ * @all every block, as a list through tc_next.
+ */
+static struct rbln_block *tc_detach(struct tcache *tc, bool all)
+{
+	struct rbln_block *list = NULL, **link, *b;
+	size_t w, c;
+
+	for (w = 0; w < TC_CLASSES / 64; w++) {
+		uint64_t bits = tc->bin_bits[w];
+
+		while (bits) {
+			size_t n = 0, keep;
+
+			c = w * 64 + (size_t)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			for (b = tc->bin[c]; b; b = b->tc_next)
+				n++;
+			keep = all ? 0 : n / 2;
+			for (link = &tc->bin[c]; keep; keep--)
+				link = &(*link)->tc_next;
+			while (*link) {
+				b = tc_unlink(tc, c, link);
+				b->tc_next = list;
+				list = b;
+			}
+		}
 	}
 	return list;
 }
@@ -1346,6 +1573,26 @@ static void tc_return(struct rbln_allocator *a, struct rbln_block *list)
 }
 
 /*
+ * Takes the older half of the calling thread's cached blocks back into the
+ * pools, or with @all every block, without claiming any cache; the
+ * allocator's mutex held.
+ */
+static bool tc_reclaim_own(struct rbln_allocator *a, bool all)
+{
+	struct tcache *tc = tc_find(a);
+	struct rbln_block *list;
+	bool locked;
+
+	if (!tc)
+		return false;
+	locked = tc_enter(tc);
+	list = tc_detach(tc, all);
+	tc_leave(tc, locked);
+	tc_return(a, list);
+	return list != NULL;
+}
+
+/*
  * Takes the older half of every thread's cached blocks back into the
  * pools, or with @all every block; the allocator's mutex held.
  */
@@ -1354,24 +1601,27 @@ static bool tc_reclaim(struct rbln_allocator *a, bool all)
 	struct tcache *tc;
 	bool any = false;
 
+	tc_lock_all(a);
 	for (tc = a->tcaches; tc; tc = tc->next) {
 		struct rbln_block *list;
 
-		pthread_mutex_lock(&tc->lock);
-		list = tc_take_oldest(tc, all ? 0 : tc->count / 2, all ? 0 : tc->bytes / 2);
-		pthread_mutex_unlock(&tc->lock);
+		list = tc_detach(tc, all);
 		any |= list != NULL;
 		tc_return(a, list);
 	}
+	tc_unlock_all(a);
 	return any;
 }
 
+/* Claims every thread cache of @a; the allocator's mutex held. */
 static void tc_lock_all(struct rbln_allocator *a)
 {
 	struct tcache *tc;
 
 	for (tc = a->tcaches; tc; tc = tc->next)
 		pthread_mutex_lock(&tc->lock);
+	if (a->tcaches)
+		tc_mark_claimed(a->tcaches, false, tc_find(a));
 }
 
 static void tc_unlock_all(struct rbln_allocator *a)
@@ -1379,7 +1629,7 @@ static void tc_unlock_all(struct rbln_allocator *a)
 	struct tcache *tc;
 
 	for (tc = a->tcaches; tc; tc = tc->next)
-		pthread_mutex_unlock(&tc->lock);
+		tc_unclaim(tc);
 }
 
 /* At thread exit: every cache of the thread goes back to its allocator. */
@@ -1396,7 +1646,7 @@ static void tc_thread_exit(void *arg)
 		if (a) {
 			struct rbln_block *list;
 
-			pthread_mutex_lock(&a->lock);
+			alloc_lock(a);
 			if (tc->prev)
 				tc->prev->next = tc->next;
 			else
@@ -1404,7 +1654,7 @@ static void tc_thread_exit(void *arg)
 			if (tc->next)
 				tc->next->prev = tc->prev;
 			pthread_mutex_lock(&tc->lock);
-			list = tc_take_oldest(tc, 0, 0);
+			list = tc_detach(tc, true);
 			for (i = 0; i < S_SHARED; i++) {
 				a->totals.in[i] += tc->totals.in[i];
 				a->totals.out[i] += tc->totals.out[i];
@@ -1462,6 +1712,7 @@ static struct tcache *tc_get_locked(struct rbln_allocator *a)
 	pthread_once(&tc_key_once, tc_key_create);
 	if (!tc_key_ok)
 		return NULL;
+	pthread_once(&tc_asym_once, tc_asym_init);
 	tc = aligned_alloc(CACHE_LINE, sizeof(*tc));
 	if (!tc)
 		return NULL;
@@ -1486,24 +1737,9 @@ static struct tcache *tc_get_locked(struct rbln_allocator *a)
 	return tc;
 }
 
-/* Notes which threads use @a; the allocator's mutex held. */
-static void note_thread(struct rbln_allocator *a)
+static bool tc_enabled(const struct rbln_allocator *a)
 {
-	pthread_t self = pthread_self();
-
-	if (atomic_load_explicit(&a->shared, memory_order_relaxed))
-		return;
-	if (!a->first_set) {
-		a->first_thread = self;
-		a->first_set = true;
-	} else if (!pthread_equal(a->first_thread, self)) {
-		atomic_store(&a->shared, true);
-	}
-}
-
-static bool tc_enabled(struct rbln_allocator *a)
-{
-	return a->conf.thread_cache && atomic_load_explicit(&a->shared, memory_order_relaxed);
+	return a->conf.thread_cache;
 }
 
 /* May @b, pending as @st, be reused by work on @queue now? Normalizes @st. */
@@ -1516,14 +1752,15 @@ static bool reusable_on(const struct rbln_allocator *a, struct pstate *st, uint3
 }
 
 /*
- * The newest block of @tc (its lock held) reusable on @queue, of the
- * smallest size class from @rounded's up to TC_BAND bigger; NULL if none.
+ * The link to the newest block of @tc (its lock held) reusable on @queue,
+ * of the smallest size class from @rounded's up to TC_BAND bigger, and
+ * that class in *@cls; NULL if none.
  */
-static struct rbln_block *tc_best(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded,
-				  uint32_t queue)
+static inline __attribute__((always_inline)) struct rbln_block **
+tc_best(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded, uint32_t queue, size_t *cls)
 {
 	size_t c = size_class(rounded), last = size_class(rounded + TC_BAND(rounded));
-	struct rbln_block *b;
+	struct rbln_block **link;
 
 	if (last >= TC_CLASSES)
 		last = TC_CLASSES - 1;
@@ -1537,9 +1774,12 @@ static struct rbln_block *tc_best(struct rbln_allocator *a, struct tcache *tc, u
 		c = (c / 64) * 64 + (size_t)__builtin_ctzll(bits);
 		if (c > last)
 			break;
-		for (b = tc->bin[c]; b; b = b->tc_next)
-			if (reusable_on(a, &b->st, queue))
-				return b;
+		for (link = &tc->bin[c]; *link; link = &(*link)->tc_next) {
+			if (reusable_on(a, &(*link)->st, queue)) {
+				*cls = c;
+				return link;
+			}
+		}
 		c++;
 	}
 	return NULL;
@@ -1550,18 +1790,22 @@ static struct rbln_block *tc_best(struct rbln_allocator *a, struct tcache *tc, u
  * -ENOENT if it has none, or -EAGAIN if its allowance is short.  With
  * @exact, the caller holds every lock and folds the peaks afterwards.
  */
-static int tc_take(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded, uint64_t size,
-		   uint32_t queue, bool exact, const struct call *c, struct rbln_block **out)
+static inline __attribute__((always_inline)) int
+tc_take(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded, uint64_t size,
+	uint32_t queue, bool exact, const struct call *c, struct rbln_block **out)
 {
-	struct rbln_block *b = tc_best(a, tc, rounded, queue);
+	struct rbln_block **link, *b;
 	struct delta d;
+	size_t cls;
 
-	if (!b)
+	link = tc_best(a, tc, rounded, queue, &cls);
+	if (!link)
 		return -ENOENT;
+	b = *link;
 	d = (struct delta){ { (int64_t)size, (int64_t)b->size, -(int64_t)b->size } };
 	if (!tc_delta_apply(tc, &d, exact))
 		return -EAGAIN;
-	tc_unlink(tc, b);
+	tc_unlink(tc, cls, link);
 	b->in_tc = false;
 	b->requested = size;
 	b->queue = queue;
@@ -1578,8 +1822,9 @@ static int tc_take(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded
  * second free is ignored, see rbln_allocator_free()), or -EAGAIN if its
  * allowance is short.  @exact as for tc_take().
  */
-static int tc_put(struct rbln_allocator *a, struct tcache *tc, struct rbln_block *b,
-		  struct pstate last, bool exact, const struct call *c)
+static inline __attribute__((always_inline)) int
+tc_put(struct rbln_allocator *a, struct tcache *tc, struct rbln_block *b, struct pstate last,
+       bool exact, const struct call *c)
 {
 	struct delta d;
 
@@ -1604,17 +1849,18 @@ tc_alloc(struct rbln_allocator *a, uint64_t rounded, uint64_t size, uint32_t que
 	 const struct call *c, struct rbln_block **out)
 {
 	struct tcache *tc = tc_find(a);
+	bool locked;
 	int ret;
 
 	if (!tc)
 		return false;
-	pthread_mutex_lock(&tc->lock);
+	locked = tc_enter(tc);
 	ret = tc_take(a, tc, rounded, size, queue, false, c, out);
-	pthread_mutex_unlock(&tc->lock);
+	tc_leave(tc, locked);
 	if (ret != -EAGAIN)
 		return !ret;
 	/* past its allowance: again with every lock, to fold the peaks exactly */
-	pthread_mutex_lock(&a->lock);
+	alloc_lock(a);
 	tc_lock_all(a);
 	ret = tc_take(a, tc, rounded, size, queue, true, c, out);
 	if (!ret)
@@ -1632,16 +1878,16 @@ static inline __attribute__((always_inline)) bool
 tc_free(struct rbln_allocator *a, struct rbln_block *b, struct pstate last, const struct call *c)
 {
 	struct rbln_block *list = NULL;
+	bool locked = false, entered;
 	struct tcache *tc;
-	bool locked = false;
 
 	if (b->seg->pool != POOL_SMALL || b->size > TC_MAX_SIZE || !(tc = tc_find(a)))
 		return false;
-	pthread_mutex_lock(&tc->lock);
+	entered = tc_enter(tc);
 	if (tc_put(a, tc, b, last, false, c)) {
 		/* past its allowance: again with every lock, to fold the peaks exactly */
-		pthread_mutex_unlock(&tc->lock);
-		pthread_mutex_lock(&a->lock);
+		tc_leave(tc, entered);
+		alloc_lock(a);
 		tc_lock_all(a);
 		tc_put(a, tc, b, last, true, c);
 		peaks_fold_locked(a, true);
@@ -1649,14 +1895,14 @@ tc_free(struct rbln_allocator *a, struct rbln_block *b, struct pstate last, cons
 	}
 	/* full: the older half goes back, in one trip to the pools */
 	if (tc->count > a->conf.thread_cache || tc->bytes > TC_MAX_BYTES)
-		list = tc_take_oldest(tc, a->conf.thread_cache / 2, TC_MAX_BYTES / 2);
+		list = tc_detach(tc, false);
 	if (locked) {
 		tc_unlock_all(a);
 	} else {
-		pthread_mutex_unlock(&tc->lock);
+		tc_leave(tc, entered);
 		if (!list)
 			return true;
-		pthread_mutex_lock(&a->lock);
+		alloc_lock(a);
 	}
 	tc_return(a, list);
 	pthread_mutex_unlock(&a->lock);
@@ -2178,25 +2424,39 @@ alloc_call(struct rbln_allocator *a, uint64_t size, uint32_t queue, struct rbln_
 	pool = rounded <= SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
 	segsize = segment_size_for(a, pool, rounded);
 
-	pthread_mutex_lock(&a->lock);
-	note_thread(a);
+	alloc_lock(a);
 	for (attempt = 0; ; attempt++) {
 		process_pending(a);
 		b = find_free(a, pool, rounded, queue);
 		if (b)
 			break;
 		/*
-		 * Memory in thread caches is used before the device's: the
-		 * older half of each first, as emptying them would send their
-		 * threads here for their next allocations.
+		 * This thread's cache is used before the device's memory: its
+		 * older half first, as emptying it would send the thread here
+		 * for its next allocations.  Other threads' caches (at most
+		 * TC_MAX_BYTES each) are used before the device runs out: on
+		 * the way down the OOM ladder, not before every growth, where
+		 * claiming them would stop their threads.
 		 */
-		if (tc_reclaim(a, false)) {
+		if (tc_reclaim_own(a, false)) {
 			process_pending(a);
 			b = find_free(a, pool, rounded, queue);
 			if (b)
 				break;
 		}
-		if (tc_reclaim(a, true)) {
+		if (tc_reclaim_own(a, true)) {
+			process_pending(a);
+			b = find_free(a, pool, rounded, queue);
+			if (b)
+				break;
+		}
+		if (attempt == 1 && tc_reclaim(a, false)) {
+			process_pending(a);
+			b = find_free(a, pool, rounded, queue);
+			if (b)
+				break;
+		}
+		if (attempt == 1 && tc_reclaim(a, true)) {
 			process_pending(a);
 			b = find_free(a, pool, rounded, queue);
 			if (b)
@@ -2249,7 +2509,7 @@ alloc_call(struct rbln_allocator *a, uint64_t size, uint32_t queue, struct rbln_
 		 * retry then only uses and releases memory whose point is done.
 		 */
 		a->ops.synchronize(a->ctx);
-		pthread_mutex_lock(&a->lock);
+		alloc_lock(a);
 	}
 	take_block(a, b, rounded, size, queue, c, &d);
 	*out = b;
@@ -2292,8 +2552,7 @@ free_call(struct rbln_allocator *a, struct rbln_block *b, uint64_t last_point,
 		return;
 	if (tc_enabled(a) && tc_free(a, b, last, c))
 		return;
-	pthread_mutex_lock(&a->lock);
-	note_thread(a);
+	alloc_lock(a);
 	/*
 	 * A second free of a block not yet merged into a neighbour is ignored
 	 * rather than corrupting the pools; once merged, the handle is gone
@@ -2305,11 +2564,11 @@ free_call(struct rbln_allocator *a, struct rbln_block *b, uint64_t last_point,
 	}
 	if (tc_enabled(a) && b->seg->pool == POOL_SMALL && b->size <= TC_MAX_SIZE &&
 	    !tc_find(a) && tc_get_locked(a)) {
-		/* this thread's first free since caching started: its cache exists now */
+		/* this thread's first free of a small block: its cache exists now */
 		pthread_mutex_unlock(&a->lock);
 		if (tc_free(a, b, last, c))
 			return;
-		pthread_mutex_lock(&a->lock);
+		alloc_lock(a);
 	}
 	st = pstate_merge(pstate_normalize(a, b->st), pstate_normalize(a, last));
 	d = (struct delta){ { -(int64_t)b->requested, -(int64_t)b->size, (int64_t)b->size } };
@@ -2396,13 +2655,13 @@ void rbln_allocator_empty_cache(struct rbln_allocator *a)
 		call_begin(a, &call);
 		c = &call;
 	}
-	pthread_mutex_lock(&a->lock);
+	alloc_lock(a);
 	tc_reclaim(a, true);
 	process_pending(a);
 	if (any_pending_releasable(a)) {
 		pthread_mutex_unlock(&a->lock);
 		a->ops.synchronize(a->ctx);
-		pthread_mutex_lock(&a->lock);
+		alloc_lock(a);
 		tc_reclaim(a, true);
 		process_pending(a);
 	}
@@ -2441,9 +2700,10 @@ struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops 
 		errno = EINVAL;
 		return NULL;
 	}
-	a = calloc(1, sizeof(*a));
+	a = aligned_alloc(CACHE_LINE, sizeof(*a));
 	if (!a)
 		return NULL;
+	memset(a, 0, sizeof(*a));
 	/*
 	 * Held briefly but by threads on other CPUs: spinning a little before
 	 * sleeping saves a futex wait and wake (microseconds) per collision.
@@ -2470,7 +2730,6 @@ struct rbln_allocator *rbln_allocator_create_conf(const struct rbln_segment_ops 
 	a->conf = c;
 	a->expandable = c.expandable != 0 && can_map;
 	a->prio_state = (uint64_t)(uintptr_t)a;
-	atomic_init(&a->shared, false);
 	atomic_init(&a->hist_on, false);
 	atomic_init(&a->hist.stacks, false);
 	/* a destroyed allocator's caches of this thread: a new one may get its address */
@@ -2497,16 +2756,17 @@ void rbln_allocator_destroy(struct rbln_allocator *a)
 {
 	struct rbln_segment *s, *next;
 	struct block_chunk *c, *cn;
-	struct tcache *tc;
+	struct tcache *tc, *own;
 
 	if (!a)
 		return;
 	/* detach the thread caches: their threads free them (tc_prune, thread exit) */
 	pthread_mutex_lock(&tc_registry);
+	own = tc_find(a);
 	for (tc = a->tcaches; tc; tc = tc->next) {
-		pthread_mutex_lock(&tc->lock);
+		tc_claim(tc, own);
 		atomic_store(&tc->a, NULL);
-		pthread_mutex_unlock(&tc->lock);
+		tc_unclaim(tc);
 	}
 	pthread_mutex_unlock(&tc_registry);
 	tc_prune();
@@ -2557,7 +2817,7 @@ void rbln_allocator_stats(struct rbln_allocator *a, struct rbln_allocator_stats 
 	struct tcache *tc;
 	int i;
 
-	pthread_mutex_lock(&a->lock);
+	alloc_lock(a);
 	tc_lock_all(a);
 	t = a->totals;
 	for (tc = a->tcaches; tc; tc = tc->next) {
@@ -2582,7 +2842,7 @@ void rbln_allocator_reset_peak(struct rbln_allocator *a)
 {
 	int i;
 
-	pthread_mutex_lock(&a->lock);
+	alloc_lock(a);
 	tc_lock_all(a);
 	for (i = 0; i < S_SHARED; i++)
 		a->peak[i] = stat_current(a, i);
@@ -2596,7 +2856,7 @@ void rbln_allocator_reset_accumulated(struct rbln_allocator *a)
 {
 	struct tcache *tc;
 
-	pthread_mutex_lock(&a->lock);
+	alloc_lock(a);
 	tc_lock_all(a);
 	memset(&a->totals, 0, sizeof(a->totals));
 	for (tc = a->tcaches; tc; tc = tc->next)
@@ -2656,7 +2916,7 @@ int rbln_allocator_snapshot(struct rbln_allocator *a, struct rbln_alloc_snapshot
 	int ret = 0;
 
 	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&a->lock);
+	alloc_lock(a);
 	tc_lock_all(a);
 	/* a segment for each run of mapped memory, as PyTorch shows an expandable segment */
 	for (s = a->segments; s; s = s->next) {

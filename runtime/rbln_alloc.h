@@ -6,8 +6,8 @@
  * 512-byte rounding, a small pool (<= 1 MiB, 2 MiB segments) and a large
  * pool (20 MiB segments below 10 MiB, 2 MiB multiples above), best fit,
  * splitting, coalescing, queue-ordered reuse and an OOM ladder, plus
- * per-thread caches of small blocks once several threads share it, and
- * PyTorch's expandable segments.  Segments come from a pluggable provider:
+ * per-thread caches of small blocks in front of the pools, and PyTorch's
+ * expandable segments.  Segments come from a pluggable provider:
  * BO_CREATE(DEVICE) and VM_BIND in librbln, a mock in the unit tests.  Not
  * part of the public API.
  */

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ struct mock {
 	uint64_t capacity, used, next_va;
 	uint32_t next_handle;
 	uint64_t *sizes;	/* by handle; 0: not live */
+	uint64_t *vas;		/* by handle */
 	size_t nsizes;
 	uint64_t last_alloc_size;
 	int alloc_calls, alloc_ok, free_calls, bad_frees, sync_calls, live;
@@ -57,10 +59,12 @@ static int mock_alloc(void *ctx, uint64_t size, uint32_t *handle, uint64_t *va)
 			size_t n = m->nsizes ? 2 * m->nsizes : 64;
 
 			m->sizes = realloc(m->sizes, n * sizeof(*m->sizes));
+			m->vas = realloc(m->vas, n * sizeof(*m->vas));
 			memset(m->sizes + m->nsizes, 0, (n - m->nsizes) * sizeof(*m->sizes));
 			m->nsizes = n;
 		}
 		m->sizes[h] = size;
+		m->vas[h] = m->next_va;
 		m->used += size;
 		m->live++;
 		m->alloc_ok++;
@@ -127,9 +131,23 @@ static void mock_init(struct mock *m, uint64_t capacity)
 	m->next_va = 1ull << 32;
 }
 
+/* Whether [@va, @va + @size) lies in a live segment. */
+static bool mock_holds(struct mock *m, uint64_t va, uint64_t size)
+{
+	bool held = false;
+	uint32_t h;
+
+	pthread_mutex_lock(&m->lock);
+	for (h = 1; h <= m->next_handle && !held; h++)
+		held = m->sizes[h] && m->vas[h] <= va && va + size <= m->vas[h] + m->sizes[h];
+	pthread_mutex_unlock(&m->lock);
+	return held;
+}
+
 static void mock_fini(struct mock *m)
 {
 	free(m->sizes);
+	free(m->vas);
 	pthread_mutex_destroy(&m->lock);
 }
 
@@ -154,6 +172,15 @@ static void mock_submit(struct mock *m, uint64_t point)
 }
 
 /* ---- helpers ---------------------------------------------------------- */
+
+/*
+ * The pools alone, as PyTorch's allocator places blocks: without the
+ * thread cache that serves a thread's small blocks in front of them.
+ */
+static struct rbln_allocator *pools_create(struct mock *m)
+{
+	return rbln_allocator_create_conf(&mock_ops, m, "thread_cache:0", NULL, 0);
+}
 
 #define EXPECT_STAT(s, cur, pk, talloc, tfreed) do {			\
 	EXPECT_EQ((int64_t)(cur), (s).current);				\
@@ -204,7 +231,7 @@ static uint64_t segment_for(struct __test_metadata *_metadata, uint64_t size)
 	uint64_t seg;
 
 	mock_init(&m, 1ull << 40);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	b = alloc_ok(_metadata, a, size, 0);
 	seg = m.alloc_ok == 1 ? m.last_alloc_size : 0;
 	if (b)
@@ -234,7 +261,7 @@ TEST(rounding_and_pools)
 	uint64_t seg;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	b1 = alloc_ok(_metadata, a, 1, 0);
@@ -311,7 +338,7 @@ TEST(best_fit_small)
 	int i;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	/* free holes of 4K, 8K, 4K, 2K separated by allocated 512-byte guards */
@@ -373,7 +400,7 @@ TEST(best_fit_large)
 	int i;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	/* one 20 MiB segment: 3, 2, 5, 2, 4, 2 MiB and a 2 MiB tail */
@@ -431,7 +458,7 @@ TEST(best_fit_many_blocks)
 	int i, j, ngot = 0, mismatches = 0;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	holes = calloc(PAIRS, sizeof(*holes));
 	guards = calloc(PAIRS, sizeof(*guards));
@@ -509,7 +536,7 @@ TEST(split_thresholds)
 	uint64_t seg;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	/* small pool: a 512-byte remainder is split off */
@@ -588,7 +615,7 @@ TEST(coalescing)
 	int i;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	for (i = 0; i < 4; i++) {
@@ -638,7 +665,7 @@ TEST(stats_exact)
 	struct mock m;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	st = get_stats(_metadata, a);
@@ -736,7 +763,7 @@ TEST(empty_cache_only_unsplit)
 	struct mock m;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	x = alloc_ok(_metadata, a, 1 * MiB, 0);	/* segment 1 */
@@ -784,7 +811,7 @@ TEST(empty_cache_waits_for_pending)
 	struct mock m;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	x = alloc_ok(_metadata, a, 4096, 1);
 	ASSERT_NE(NULL, x);
@@ -816,7 +843,7 @@ TEST(oom_ladder_retry_succeeds)
 	int i;
 
 	mock_init(&m, 20 * MiB);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	for (i = 0; i < 4; i++) {
@@ -866,7 +893,7 @@ TEST(oom_failure_message)
 	int ret;
 
 	mock_init(&m, 24 * MiB);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	A = alloc_ok(_metadata, a, 19 * MiB, 0);	/* a 20 MiB segment, not split: 20 MiB active */
 	S = alloc_ok(_metadata, a, 512 * KiB, 0);	/* a 2 MiB segment, split */
@@ -931,7 +958,7 @@ TEST(provider_error_passes_through)
 	char msg[256];
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	m.fail_errno = -EIO;
 	EXPECT_EQ(-EIO, rbln_allocator_alloc(a, 4096, 0, &out, msg, sizeof(msg)));
@@ -963,7 +990,7 @@ TEST(invalid_sizes)
 	char msg[256];
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	EXPECT_EQ(-EINVAL, rbln_allocator_alloc(a, 0, 0, &out, msg, sizeof(msg)));
 	EXPECT_NULL(out);
@@ -1035,7 +1062,7 @@ TEST(queue_rule)
 	uint64_t seg;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	A = alloc_ok(_metadata, a, 4096, 1);
@@ -1063,7 +1090,7 @@ TEST(queue_rule_points_complete_one_by_one)
 	int i;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	B = alloc_ok(_metadata, a, 4096, 1);
 	g[0] = alloc_ok(_metadata, a, 512, 1);
@@ -1108,7 +1135,7 @@ TEST(queue_rule_mixed_coalesce)
 	int i;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 
 	A = alloc_ok(_metadata, a, 4096, 1);
@@ -1153,7 +1180,7 @@ TEST(oom_ladder_reuses_pending_after_sync)
 	struct mock m;
 
 	mock_init(&m, 20 * MiB);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	x = alloc_ok(_metadata, a, 12 * MiB, 1);
 	ASSERT_NE(NULL, x);
@@ -1183,7 +1210,7 @@ TEST(destroy_returns_every_segment)
 	int i;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	b[0] = alloc_ok(_metadata, a, 100, 0);
 	b[1] = alloc_ok(_metadata, a, 1 * MiB, 0);
@@ -1531,19 +1558,6 @@ static void thread_free_n(struct on_thread *t)
 		rbln_allocator_free(t->a, t->b[i], t->point, t->queue);
 }
 
-/*
- * Makes @a shared: a second thread allocates and frees 512 bytes (which its
- * cache hands back when it exits).  @a must have been used by this thread.
- */
-static void share(struct rbln_allocator *a)
-{
-	struct on_thread t = { .a = a, .size = 512, .n = 1, .fn = thread_alloc_n };
-
-	run_on_thread(&t);
-	t.fn = thread_free_n;
-	run_on_thread(&t);
-}
-
 TEST(thread_cache_stats_and_empty_cache)
 {
 	struct rbln_allocator_stats st;
@@ -1555,9 +1569,8 @@ TEST(thread_cache_stats_and_empty_cache)
 	mock_init(&m, 1ull << 30);
 	a = create_conf_ok(_metadata, &m, "");
 	ASSERT_NE(NULL, a);
-	G = alloc_ok(_metadata, a, 100, 0);	/* this thread first: 512 B at the segment's base */
+	G = alloc_ok(_metadata, a, 100, 0);	/* 512 B at the segment's base */
 	ASSERT_NE(NULL, G);
-	share(a);
 	rbln_allocator_reset_accumulated(a);
 	rbln_allocator_reset_peak(a);
 
@@ -1565,7 +1578,7 @@ TEST(thread_cache_stats_and_empty_cache)
 	B = alloc_ok(_metadata, a, 3000, 0);
 	ASSERT_TRUE(A && B);
 	va_a = rbln_block_va(A);
-	EXPECT_EQ(rbln_block_va(G) + 512, va_a);	/* the other thread's 512 B went back */
+	EXPECT_EQ(rbln_block_va(G) + 512, va_a);
 	rbln_allocator_free(a, A, 0, 0);
 	rbln_allocator_free(a, B, 0, 0);
 	st = get_stats(_metadata, a);
@@ -1636,8 +1649,13 @@ static void *free_and_hold(void *p)
 	return NULL;
 }
 
-/* A block freed into one thread's cache serves another before the device is asked for more. */
-TEST(thread_cache_reclaimed_before_growing)
+/*
+ * Another thread frees a 256 KiB block of a full small segment into its
+ * cache and stays alive while this one asks for 256 KiB, on a device of
+ * @capacity bytes: the block in the other cache is the only free one.
+ */
+static void alloc_beside_other_cache(struct __test_metadata *_metadata, uint64_t capacity,
+				     bool device_full)
 {
 	struct rbln_allocator_stats st;
 	struct rbln_block *b[8], *G, *x;
@@ -1648,19 +1666,17 @@ TEST(thread_cache_reclaimed_before_growing)
 	uint64_t va;
 	int i;
 
-	mock_init(&m, 1ull << 30);
+	mock_init(&m, capacity);
 	a = create_conf_ok(_metadata, &m, "");
 	ASSERT_NE(NULL, a);
 	G = alloc_ok(_metadata, a, 512, 0);
 	ASSERT_NE(NULL, G);
-	share(a);
 	for (i = 0; i < 8; i++) {	/* fill the small segment */
 		b[i] = alloc_ok(_metadata, a, i < 7 ? 256 * KiB : 256 * KiB - 512, 0);
 		ASSERT_NE(NULL, b[i]);
 	}
 	EXPECT_EQ(1, m.alloc_ok);
 
-	/* another thread frees b[3] into its cache and stays alive meanwhile */
 	va = rbln_block_va(b[3]);
 	h = calloc(1, sizeof(*h));
 	ASSERT_NE(NULL, h);
@@ -1672,27 +1688,57 @@ TEST(thread_cache_reclaimed_before_growing)
 	EXPECT_CUR_PEAK(st.active, 2 * MiB - 256 * KiB, 2 * MiB);
 	EXPECT_CUR_PEAK(st.cached, 256 * KiB, 2 * MiB - 512);
 
-	/* this thread has no 256 KiB cached, the pools neither: the other cache's comes back */
 	x = alloc_ok(_metadata, a, 256 * KiB, 0);
 	ASSERT_NE(NULL, x);
-	EXPECT_EQ(va, rbln_block_va(x));
-	EXPECT_EQ(1, m.alloc_ok);
+	st = get_stats(_metadata, a);
+	EXPECT_EQ(0, st.num_ooms);
+	if (device_full) {
+		/* the device said no: the other cache's block came back, after one retry */
+		EXPECT_EQ(va, rbln_block_va(x));
+		EXPECT_EQ(1, m.alloc_ok);
+		EXPECT_EQ(1, st.num_alloc_retries);
+	} else {
+		/* the other thread was not stopped: the pool grew, its cache kept the block */
+		EXPECT_NE(va, rbln_block_va(x));
+		EXPECT_EQ(2, m.alloc_ok);
+		EXPECT_EQ(0, st.num_alloc_retries);
+		/* cached: the other cache's 256 KiB and the new 2 MiB's rest */
+		EXPECT_EQ(256 * KiB + 2 * MiB - 256 * KiB, st.cached.current);
+	}
 	pthread_barrier_wait(&h->bar);
 	pthread_join(th, NULL);
 	pthread_barrier_destroy(&h->bar);
 	free(h);
 
-	b[3] = x;
+	if (device_full)
+		b[3] = x;
+	else
+		rbln_allocator_free(a, x, 0, 0);
 	for (i = 0; i < 8; i++)
-		rbln_allocator_free(a, b[i], 0, 0);
+		if (device_full || i != 3)
+			rbln_allocator_free(a, b[i], 0, 0);
 	rbln_allocator_free(a, G, 0, 0);
 	st = get_stats(_metadata, a);
 	EXPECT_EQ(0, st.active.current);
-	EXPECT_EQ(2 * MiB, st.cached.current);
+	EXPECT_EQ(st.reserved.current, st.cached.current);
 	rbln_allocator_empty_cache(a);
 	EXPECT_EQ(0, m.live);
 	rbln_allocator_destroy(a);
 	mock_fini(&m);
+}
+
+/*
+ * Another thread's cached blocks are not taken back while the device has
+ * room (that would stop the thread), but before the device runs out.
+ */
+TEST(thread_cache_of_another_thread_kept_while_device_has_room)
+{
+	alloc_beside_other_cache(_metadata, 1ull << 30, false);
+}
+
+TEST(thread_cache_of_another_thread_used_before_out_of_memory)
+{
+	alloc_beside_other_cache(_metadata, 2 * MiB, true);
 }
 
 /*
@@ -1712,7 +1758,6 @@ TEST(thread_cache_of_exited_thread)
 	ASSERT_NE(NULL, a);
 	g = alloc_ok(_metadata, a, 512, 0);
 	ASSERT_NE(NULL, g);
-	share(a);
 	/* a thread fills the rest of the segment and frees it all into its cache, then exits */
 	t = (struct on_thread){ .a = a, .size = 64 * KiB, .n = 16, .fn = thread_alloc_n };
 	run_on_thread(&t);
@@ -1720,7 +1765,7 @@ TEST(thread_cache_of_exited_thread)
 	t.fn = thread_free_n;
 	run_on_thread(&t);
 	st = get_stats(_metadata, a);
-	EXPECT_STAT(st.allocated, 512, 512 + 1 * MiB, 512 + 512 + 1 * MiB, 512 + 1 * MiB);
+	EXPECT_STAT(st.allocated, 512, 512 + 1 * MiB, 512 + 1 * MiB, 1 * MiB);
 	EXPECT_CUR_PEAK(st.active, 512, 512 + 1 * MiB);
 	EXPECT_CUR_PEAK(st.cached, 2 * MiB - 512, 2 * MiB - 512);
 
@@ -1748,7 +1793,6 @@ TEST(thread_cache_queue_rule)
 	a = create_conf_ok(_metadata, &m, "");
 	ASSERT_NE(NULL, a);
 	G = alloc_ok(_metadata, a, 512, 1);
-	share(a);
 	A = alloc_ok(_metadata, a, 4096, 1);
 	ASSERT_TRUE(G && A);
 	/* A goes into this thread's cache, pending on queue 1. */
@@ -1776,7 +1820,6 @@ TEST(thread_cache_device_full)
 		b[i] = alloc_ok(_metadata, a, 256 * KiB - 512, 0);
 		ASSERT_NE(NULL, b[i]);
 	}
-	share(a);	/* its 512 B: the segment's last */
 	for (i = 0; i < 8; i++)
 		rbln_allocator_free(a, b[i], 0, 0);	/* all into this thread's cache */
 	st = get_stats(_metadata, a);
@@ -1806,7 +1849,6 @@ TEST(thread_cache_off)
 	a = create_conf_ok(_metadata, &m, "thread_cache:0");
 	ASSERT_NE(NULL, a);
 	G = alloc_ok(_metadata, a, 512, 0);
-	share(a);
 	A = alloc_ok(_metadata, a, 4096, 0);
 	B = alloc_ok(_metadata, a, 4096, 0);
 	ASSERT_TRUE(G && A && B);
@@ -1835,7 +1877,6 @@ TEST(thread_cache_double_free)
 	a = create_conf_ok(_metadata, &m, "");
 	ASSERT_NE(NULL, a);
 	G = alloc_ok(_metadata, a, 512, 0);
-	share(a);
 	A = alloc_ok(_metadata, a, 4096, 0);
 	ASSERT_TRUE(G && A);
 	rbln_allocator_free(a, A, 0, 0);
@@ -2238,6 +2279,121 @@ TEST(hammer_thread_caches)
 	hammer(_metadata, true);
 }
 
+/*
+ * Claims against a fast path: a claimer empties the caches, reads the
+ * statistics or resets the peaks, each of which takes every cache from
+ * under its owner, while the owner allocates or frees a small block in
+ * step with it: both start at once, the claimer's store to claimed and
+ * the owner's to busy racing, as in the store-buffering litmus test.  A
+ * claim that did not keep the owner out would let both work on one cache:
+ * a block handed out twice (overlapping a live one), one whose segment
+ * went back to the device while it was live, a torn statistic, or a bin
+ * that loses blocks, so that the pool must grow.  It never needs to: the
+ * owner's blocks (1 to 8 of at most 8 KiB) and its cache fit the first
+ * small segment, its cache goes back to the pool before the pool would
+ * grow, and with a block always live, empty_cache never releases it.
+ */
+enum { CLAIMS = 100000, CLAIM_LIVE = 8 };
+
+struct claim_race {
+	struct rbln_allocator *a;
+	struct mock *m;
+	atomic_int errors, round, ops;
+};
+
+static bool overlaps_live(struct rbln_block *const *live, unsigned int k)
+{
+	uint64_t va = rbln_block_va(live[k]), end = va + rbln_block_size(live[k]);
+	unsigned int i;
+
+	for (i = 0; i < CLAIM_LIVE; i++)
+		if (live[i] && i != k && rbln_block_va(live[i]) < end &&
+		    va < rbln_block_va(live[i]) + rbln_block_size(live[i]))
+			return true;
+	return false;
+}
+
+static void *claim_owner_thread(void *p)
+{
+	struct claim_race *r = p;
+	struct rbln_block *live[CLAIM_LIVE] = { NULL };
+	uint32_t rng = 0x9e3779b9u;
+	int i, round = 0, n = 0;
+
+	while (round < CLAIMS) {
+		uint32_t x = xorshift(&rng), k = x % CLAIM_LIVE;
+
+		while (n == 1 && live[k])	/* not the last live block */
+			k = (k + 1) % CLAIM_LIVE;
+		/* the first operations make the cache (a first free does), then in step */
+		if (atomic_load(&r->ops) > 64)
+			while (atomic_load(&r->round) == round)
+				;
+		round = atomic_load(&r->round);
+		if (live[k]) {
+			if (!mock_holds(r->m, rbln_block_va(live[k]), rbln_block_size(live[k])))
+				atomic_fetch_add(&r->errors, 1);
+			rbln_allocator_free(r->a, live[k], 0, 0);
+			live[k] = NULL;
+			n--;
+		} else if (rbln_allocator_alloc(r->a, 512 * (1 + (x >> 8) % 16), 0, &live[k],
+						NULL, 0) || overlaps_live(live, k)) {
+			atomic_fetch_add(&r->errors, 1);
+		} else {
+			n++;
+		}
+		atomic_fetch_add(&r->ops, 1);
+	}
+	for (i = 0; i < CLAIM_LIVE; i++)
+		rbln_allocator_free(r->a, live[i], 0, 0);
+	return NULL;
+}
+
+TEST(thread_cache_claims_exclude_owners)
+{
+	struct rbln_allocator_stats st;
+	struct claim_race *r;
+	struct mock m;
+	pthread_t th;
+	int i;
+
+	r = calloc(1, sizeof(*r));
+	ASSERT_NE(NULL, r);
+	mock_init(&m, 1ull << 30);
+	r->m = &m;
+	r->a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, r->a);
+	ASSERT_EQ(0, pthread_create(&th, NULL, claim_owner_thread, r));
+	while (atomic_load(&r->ops) <= 64)
+		sched_yield();
+	for (i = 1; i <= CLAIMS; i++) {
+		atomic_store(&r->round, i);
+		switch (i % 3) {
+		case 0:
+			rbln_allocator_empty_cache(r->a);
+			break;
+		case 1:
+			rbln_allocator_stats(r->a, &st);
+			if (!stats_sane(&st))
+				atomic_fetch_add(&r->errors, 1);
+			break;
+		default:
+			rbln_allocator_reset_peak(r->a);
+		}
+	}
+	pthread_join(th, NULL);
+	EXPECT_EQ(0, atomic_load(&r->errors));
+	EXPECT_EQ(1, m.alloc_ok);
+	st = get_stats(_metadata, r->a);
+	EXPECT_EQ(0, st.allocated.current);
+	EXPECT_EQ(0, st.active.current);
+	EXPECT_EQ(st.reserved.current, st.cached.current);
+	rbln_allocator_destroy(r->a);
+	EXPECT_EQ(0, m.live);
+	mock_fini(&m);
+	free(r);
+}
+
 /* ---- snapshots and history -------------------------------------------- */
 
 /*
@@ -2364,7 +2520,7 @@ TEST(snapshot_matches_stats)
 	struct mock m;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	snapshot_ok(_metadata, a, &snap);
 	EXPECT_EQ(0, snap.nsegments);
@@ -2433,7 +2589,6 @@ TEST(snapshot_thread_cache)
 	ASSERT_NE(NULL, a);
 	G = alloc_ok(_metadata, a, 100, 0);
 	ASSERT_NE(NULL, G);
-	share(a);
 	A = alloc_ok(_metadata, a, 3000, 0);
 	B = alloc_ok(_metadata, a, 3000, 0);
 	ASSERT_TRUE(A && B);
@@ -2500,7 +2655,7 @@ TEST(snapshot_random_sequence)
 	int i, k;
 
 	mock_init(&m, 256 * MiB);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	for (i = 0; i < 3000; i++) {
 		random_op(a, &m, live, &rng, &point, 12 * MiB, 64 * KiB);
@@ -2528,7 +2683,7 @@ TEST(history_rejects)
 	struct mock m;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	EXPECT_EQ(-EINVAL, rbln_allocator_record_history(a, true, false, 0));
 	EXPECT_EQ(-EINVAL, rbln_allocator_record_history(a, true, true,
@@ -2549,7 +2704,7 @@ TEST(history_events_in_order)
 	struct mock m;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	ASSERT_EQ(0, rbln_allocator_record_history(a, true, false, 100));
 	A = alloc_ok(_metadata, a, 1000, 3);
@@ -2609,7 +2764,7 @@ TEST(history_reuse_on_queue_completes_free)
 	uint64_t va;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	A = alloc_ok(_metadata, a, 4096, 1);
 	ASSERT_NE(NULL, A);
@@ -2650,7 +2805,7 @@ TEST(history_ring_keeps_newest)
 	size_t i;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	b = alloc_ok(_metadata, a, 512, 0);	/* the segment exists before history starts */
 	rbln_allocator_free(a, b, 0, 0);
@@ -2694,7 +2849,7 @@ TEST(history_oom_event)
 	char msg[256];
 
 	mock_init(&m, 24 * MiB);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	ASSERT_EQ(0, rbln_allocator_record_history(a, true, true, 100));
 	big = alloc_ok(_metadata, a, 20 * MiB, 2);
@@ -2726,7 +2881,7 @@ TEST(history_pending_frees_bounded)
 	int i;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	for (i = 0; i < 4; i++) {
 		b[i] = alloc_ok(_metadata, a, 4096, 0);
@@ -2782,7 +2937,7 @@ TEST(history_sites)
 	struct mock m;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	A = history_site_marker(a, 512);	/* before history: no site */
 	ASSERT_EQ(0, rbln_allocator_record_history(a, true, true, 100));
@@ -2874,7 +3029,7 @@ TEST(history_threads_lose_no_events)
 	struct mock m;
 
 	mock_init(&m, 1ull << 30);
-	a = rbln_allocator_create(&mock_ops, &m);
+	a = pools_create(&m);
 	ASSERT_NE(NULL, a);
 	ASSERT_EQ(0, rbln_allocator_record_history(a, true, true, 4 * HIST_THREADS * HIST_PAIRS));
 	for (i = 0; i < HIST_THREADS; i++) {
