@@ -126,7 +126,6 @@ struct rbln_queue {
  * @bos_used: how many of @bos hold their mapping.
  * @fence: its hardware fence, allocated at submission.
  * @fence_armed: @fence was initialised by run_job and is refcounted.
- * @done_cb: on the finished fence, to count a failure in @vm->failed_jobs.
  * @bos: the objects it uses, held, and their mappings held (@bos_used);
  *	NULL from the first that could not be looked up.
  */
@@ -139,7 +138,6 @@ struct rbln_job {
 	u32 bos_used;
 	struct rbln_fence *fence;
 	bool fence_armed;
-	struct dma_fence_cb done_cb;
 	struct drm_gem_object *bos[] __counted_by(bo_count);
 };
 
@@ -169,7 +167,12 @@ static const struct dma_fence_ops rbln_fence_ops = {
 	.get_timeline_name = rbln_fence_timeline_name,
 };
 
-/* Signals @fence, with @error unless 0, and drops the pending list's ref. */
+/*
+ * Signals @fence, with @error unless 0, and drops the pending list's ref.
+ * A failure is counted before the fence signals, so that a wait that
+ * returns sees it (RBLN_PARAM_FAILED_JOBS); the job, and the reference to
+ * @fence->vm it holds, live until the fence has signaled.
+ */
 static void rbln_fence_retire(struct rbln_ring *ring, struct rbln_fence *fence, int error)
 {
 	lockdep_assert_held(&ring->lock);
@@ -177,6 +180,8 @@ static void rbln_fence_retire(struct rbln_ring *ring, struct rbln_fence *fence, 
 	list_del_init(&fence->link);
 	if (error)
 		dma_fence_set_error(&fence->base, error);
+	if (fence->base.error)
+		atomic_inc(&fence->vm->failed_jobs);
 	dma_fence_signal_locked(&fence->base);
 	dma_fence_put(&fence->base);
 }
@@ -295,10 +300,15 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	u32 slot, tail;
 	int idx;
 
-	if (atomic_read(&job->vm->banned))
+	/* Refused: the scheduler fails the finished fence when this returns. */
+	if (atomic_read(&job->vm->banned)) {
+		atomic_inc(&job->vm->failed_jobs);
 		return ERR_PTR(-ECANCELED);
-	if (!drm_dev_enter(&rdev->drm, &idx))
+	}
+	if (!drm_dev_enter(&rdev->drm, &idx)) {
+		atomic_inc(&job->vm->failed_jobs);
 		return ERR_PTR(-ENODEV);
+	}
 
 	spin_lock(&ring->lock);
 	slot = ring->tail;
@@ -426,7 +436,7 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
  * meanwhile, fail the guilty job, put the innocent ones back, go on. A
  * ring that will not stop takes the whole function down with it.
  */
-static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job)
+static enum drm_gpu_sched_stat rbln_job_recover(struct drm_sched_job *sched_job)
 {
 	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
 	struct rbln_job *job = to_rbln_job(sched_job);
@@ -435,11 +445,6 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 	char ring_env[16], *envp[] = { "RESET=1", ring_env, NULL };
 	int idx;
 
-	/*
-	 * The scheduler took the job off its list: it is ours to free, which
-	 * it does once we return, so its fence must be signaled by then.
-	 */
-	ring->sched.free_guilty = true;
 	/* run_job refused it (banned, removed): it is already done. */
 	if (!job->fence_armed)
 		return DRM_GPU_SCHED_STAT_NOMINAL;
@@ -485,6 +490,23 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 	kobject_uevent_env(&rdev->drm.accel->kdev->kobj, KOBJ_CHANGE, envp);
 	drm_dev_exit(idx);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
+
+/*
+ * The scheduler took the job off its list: it is ours to free, and it
+ * frees it as soon as we return. By then the job's hardware fence has
+ * signaled, here or on another CPU (the interrupt handler, unplug), but
+ * the callback that signal runs, the scheduler's, reads the job until it
+ * has signaled the finished fence: so wait for that one.
+ */
+static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job)
+{
+	enum drm_gpu_sched_stat status;
+
+	sched_job->sched->free_guilty = true;
+	status = rbln_job_recover(sched_job);
+	dma_fence_wait(&sched_job->s_fence->finished, false);
+	return status;
 }
 
 /* A job of @vm is gone, or a submission gave up its room. */
@@ -814,15 +836,6 @@ static int rbln_job_lookup_bos(struct rbln_job *job, struct drm_file *file, u64 
 	return 0;
 }
 
-/* Counts a job that ended with an error; runs as its finished fence signals. */
-static void rbln_job_done(struct dma_fence *fence, struct dma_fence_cb *cb)
-{
-	struct rbln_job *job = container_of(cb, struct rbln_job, done_cb);
-
-	if (fence->error)
-		atomic_inc(&job->vm->failed_jobs);
-}
-
 static int rbln_submit_check(struct rbln_device *rdev, struct drm_rbln_submit *args)
 {
 	if (args->flags || args->pad || args->signal.pad)
@@ -930,8 +943,6 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	mutex_lock(&queue->lock);
 	drm_sched_job_arm(&job->base);
 	done = dma_fence_get(&job->base.s_fence->finished);
-	/* Before the syncobj's own callback, so waiters see the count. */
-	dma_fence_add_callback(done, &job->done_cb, rbln_job_done);
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&queue->lock);
 	dma_resv_add_fence(resv, done, DMA_RESV_USAGE_BOOKKEEP);

@@ -278,16 +278,15 @@ static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int 
 	int err = status < 0 ? -status : 0, p;
 	const char *name = err ? strerrorname_np(err) : "success";
 
-
 	atomic_fetch_add(&fz->sh->jobs_checked, 1);
 	atomic_fetch_add(status == 1 ? &fz->sh->jobs_ok : &fz->sh->jobs_failed, 1);
 	if (status == 0)
 		fz_fail(fz, "the fence of job '%s' (iteration %llu) signaled but says pending",
 			j->what, (unsigned long long)j->iteration);
-	if (err) {
+	/* RBLN_PARAM_FAILED_JOBS leaves out the jobs a destroyed queue dropped. */
+	if (err && !(err == ESRCH && j->queue_destroyed))
 		f->failed_seen++;
-		f->may_be_banned |= err == EFAULT;
-	}
+	f->may_be_banned |= err == EFAULT;
 	if (err == ETIMEDOUT) {
 		d->timeouts_seen++;
 		atomic_fetch_add(&fz->sh->timeouts, 1);

@@ -85,6 +85,8 @@ extern "C" {
  *	ended with an error (fault, timeout, cancel, unplug), counted before
  *	their fences signal: a wait that returns sees the count of the job it
  *	waited for, so one query tells whether any fence needs a closer look.
+ *	Jobs that a queue destroyed before they ran drops (their fences fail
+ *	with -ESRCH) are not counted: the file's owner ended them.
  *	Since ABI version 2.
  * @RBLN_PARAM_VM_BIND_START: first address of the range that
  *	DRM_IOCTL_RBLN_VM_RESERVE hands out, apart from the range above.
