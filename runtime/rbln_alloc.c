@@ -101,8 +101,8 @@
  * without a global order on every operation: each cache has an allowance,
  * and base + the sum of allowances <= peak, so no current value can pass
  * its peak unseen.  A cache whose share would rise past its allowance
- * redoes the operation with every cache claimed, folds the exact sum into the
- * peak and shares the headroom left below the peaks out again, evenly
+ * redoes the operation with every cache claimed, folds the exact sum into
+ * the peak and shares the headroom left below the peaks out again, evenly
  * (peaks_fold_locked()); so does an operation under the allocator's mutex
  * that raises base too far.  Between peaks, a thread claims other
  * threads' caches only when it has used up its share of the headroom.
@@ -124,7 +124,8 @@
  * block or segment the event is about (the allocator's mutex, or a thread
  * cache's ownership on its fast path): so an event is in the ring before
  * another thread can see the change it records, and a block's alloc and
- * free events come in the order it changed hands.  Lock order: allocator, thread caches, history.
+ * free events come in the order it changed hands.  Lock order: allocator,
+ * thread caches, history.
  * A free with its job pending is kept aside (struct pending_free) until the
  * allocator finds the job's point done or hands the memory out again on
  * that queue: then its free_completed is recorded.  Snapshots hold every
@@ -373,6 +374,14 @@ static void tc_asym_init(void)
 static struct tcache *tc_find(struct rbln_allocator *a);
 static bool tc_enter_claimed(struct tcache *tc);
 
+static inline __attribute__((always_inline)) void tc_mark_busy(struct tcache *tc)
+{
+	/* the compiler keeps the store between the fast path and the load of claimed */
+	atomic_signal_fence(memory_order_seq_cst);
+	atomic_store_explicit(&tc->busy, true, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
 /*
  * The owning thread's way into @tc: true if it then holds @tc's mutex
  * (after a long claim, or without membarrier(2)), false if it is merely
@@ -384,9 +393,7 @@ static inline __attribute__((always_inline)) bool tc_enter(struct tcache *tc)
 		pthread_mutex_lock(&tc->lock);
 		return true;
 	}
-	atomic_signal_fence(memory_order_seq_cst);
-	atomic_store_explicit(&tc->busy, true, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst);
+	tc_mark_busy(tc);
 	if (__builtin_expect(!atomic_load_explicit(&tc->claimed, memory_order_acquire), 1))
 		return false;
 	return tc_enter_claimed(tc);
@@ -470,9 +477,7 @@ static __attribute__((noinline)) bool tc_enter_claimed(struct tcache *tc)
 			pthread_mutex_lock(&tc->lock);
 			return true;
 		}
-		atomic_signal_fence(memory_order_seq_cst);
-		atomic_store_explicit(&tc->busy, true, memory_order_relaxed);
-		atomic_signal_fence(memory_order_seq_cst);
+		tc_mark_busy(tc);
 	} while (atomic_load_explicit(&tc->claimed, memory_order_acquire));
 	return false;
 }
@@ -618,7 +623,7 @@ static void peaks_fold_locked(struct rbln_allocator *a, bool spread)
 	}
 }
 
-/* The allocator's mutex held: takes every thread cache's to fold the peaks and share out headroom. */
+/* The allocator's mutex held: claims every thread cache to fold the peaks and share out headroom. */
 static void peaks_refold(struct rbln_allocator *a)
 {
 	tc_lock_all(a);
