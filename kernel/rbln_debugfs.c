@@ -6,7 +6,10 @@
  * space: address, size, placement, device permissions.
  * inject: write "hang", "dma", "fault" or "stuck" and the device's next job
  * hangs, fails its next DMA, faults, or hangs so that its ring cannot be
- * reset: the recovery paths on demand.
+ * reset: the recovery paths on demand. "slow_signal" is the driver's: the
+ * next job's fence, once signaled, holds its signaler for twice the job
+ * timeout before the scheduler hears of it, so that the job completes as
+ * it times out; -EBUSY while such a fence is signaling.
  */
 
 #include <linux/debugfs.h>
@@ -74,8 +77,14 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 		if (sysfs_streq(buf, hooks[i].name))
 			break;
 	}
-	if (i == ARRAY_SIZE(hooks))
-		return -EINVAL;
+	if (i == ARRAY_SIZE(hooks)) {
+		if (!sysfs_streq(buf, "slow_signal"))
+			return -EINVAL;
+		if (atomic_cmpxchg(&rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF,
+				   RBLN_SLOW_SIGNAL_ARMED) == RBLN_SLOW_SIGNAL_BUSY)
+			return -EBUSY;
+		return len;
+	}
 	if (!drm_dev_enter(&rdev->drm, &idx))
 		return -ENODEV;
 	rbln_hw_write(rdev->hw, RBLN_REG_INJECT, hooks[i].bit);

@@ -33,6 +33,16 @@ struct drm_syncobj;
 struct rbln_hw;
 struct rbln_ring;
 
+/*
+ * debugfs's "slow_signal": armed for the next job, then busy until that
+ * job's fence has signaled. One at a time, so that the delays never add up.
+ */
+enum {
+	RBLN_SLOW_SIGNAL_OFF,
+	RBLN_SLOW_SIGNAL_ARMED,
+	RBLN_SLOW_SIGNAL_BUSY,
+};
+
 /**
  * struct rbln_device - one NPU
  * @drm: the DRM device; its parent is the bus device.
@@ -72,6 +82,7 @@ struct rbln_ring;
  * @reset_lock: one reset at a time, of a ring or of the function.
  * @reset_count: rings reset after a timeout.
  * @lost: its registers were found reading all-ones (rbln_device_lost()).
+ * @slow_signal: debugfs's "slow_signal" hook (rbln_job.c): RBLN_SLOW_SIGNAL_*.
  * @bind_sched: runs every file's VM_BIND jobs, on the CPU.
  * @bind_sched_list: a list of one, @bind_sched, for the files' bind entities.
  *
@@ -118,6 +129,7 @@ struct rbln_device {
 	struct mutex reset_lock; /* serialises resets; outside inval_lock */
 	atomic_t reset_count;
 	atomic_t lost;
+	atomic_t slow_signal;
 
 	struct drm_gpu_scheduler bind_sched;
 	struct drm_gpu_scheduler *bind_sched_list;

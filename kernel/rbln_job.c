@@ -12,6 +12,7 @@
  * fails with -ENODEV.
  */
 
+#include <linux/delay.h>
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-mapping.h>
 #include <linux/iopoll.h>
@@ -94,6 +95,7 @@ struct rbln_ring {
  * @cmd_va: the job's command buffer, to write its entry again after a reset.
  * @cmd_size: its size.
  * @slot: the ring entry, for the device's busy time.
+ * @slow_cb: debugfs's "slow_signal" hook, when armed for its job.
  */
 struct rbln_fence {
 	struct dma_fence base;
@@ -102,6 +104,7 @@ struct rbln_fence {
 	u64 cmd_va;
 	u32 cmd_size;
 	u32 slot;
+	struct dma_fence_cb slow_cb;
 };
 
 /**
@@ -291,6 +294,21 @@ static void rbln_ring_write_entry(struct rbln_ring *ring, struct rbln_fence *fen
 	entry->busy_ns = 0;
 }
 
+/*
+ * debugfs's "slow_signal": whoever signals the job's fence stays in this
+ * callback, the first, for twice the job timeout. The fence reads signaled
+ * while the scheduler's callback, which reads the job, has not run yet: the
+ * job's timeout lands in between, as when the CPU signaling it is held up
+ * by interrupts or by its hypervisor.
+ */
+static void rbln_fence_slow_cb(struct dma_fence *f, struct dma_fence_cb *cb)
+{
+	struct rbln_fence *fence = container_of(cb, struct rbln_fence, slow_cb);
+
+	mdelay(2 * job_timeout_ms);
+	atomic_set(&fence->vm->rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF);
+}
+
 static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 {
 	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
@@ -325,6 +343,11 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	ring->tail = tail;
 	spin_unlock(&ring->lock);
 
+	/* Before the scheduler's callback, and before the device can signal. */
+	if (atomic_cmpxchg(&rdev->slow_signal, RBLN_SLOW_SIGNAL_ARMED,
+			   RBLN_SLOW_SIGNAL_BUSY) == RBLN_SLOW_SIGNAL_ARMED &&
+	    dma_fence_add_callback(&fence->base, &fence->slow_cb, rbln_fence_slow_cb))
+		atomic_set(&rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF);
 	/* Order the entry's stores before the doorbell that makes the device read it. */
 	dma_wmb();
 	rbln_hw_write(rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_TAIL), tail);
@@ -585,6 +608,8 @@ static int rbln_ring_init(struct rbln_device *rdev, struct rbln_ring *ring, unsi
 		.num_rqs = DRM_SCHED_PRIORITY_COUNT,
 		.credit_limit = RBLN_RING_ENTRIES - 1,
 		.timeout = msecs_to_jiffies(job_timeout_ms),
+		/* Not behind whatever holds the CPU its timer fired on. */
+		.timeout_wq = system_unbound_wq,
 		.name = "rbln",
 		.dev = rdev->drm.dev,
 	};

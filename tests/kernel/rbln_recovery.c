@@ -360,6 +360,70 @@ TEST_F(recovery, hang_times_out_and_resets_the_ring)
 	EXPECT_EQ(1, ctx_check(&self->b, 7));
 }
 
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* A context's check job, run on a thread of its own, and how long it took. */
+struct timed_check {
+	struct ctx *x;
+	int ret;
+	long long ms;
+};
+
+static void *timed_check(void *arg)
+{
+	struct timed_check *c = arg;
+	long long t = now_ms();
+
+	c->ret = ctx_check(c->x, 10);
+	c->ms = now_ms() - t;
+	return NULL;
+}
+
+/*
+ * A job that completes as it times out. The driver's slow_signal hook
+ * holds whoever signals the job's fence for twice the job timeout, after
+ * the fence reads signaled and before the scheduler's callback, which
+ * reads the job, has run. The timeout fires in between and finds the job
+ * done: no reset and no failure, and the job is not freed under that
+ * callback (the debug kernel's KASAN would see it). Meanwhile the hook
+ * cannot be armed again.
+ */
+TEST_F(recovery, job_completing_as_it_times_out)
+{
+	long long timeout_ms = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/job_timeout_ms");
+	long long resets = rbln_test_attr(0, "reset_count"), deadline;
+	const char *name = rbln_test_dev_name(0);
+	struct timed_check check = { .x = &self->a };
+	uint64_t failed;
+	pthread_t thread;
+	int ret;
+
+	ASSERT_GT(timeout_ms, 0);
+	ASSERT_EQ(0, inject(name, "slow_signal"));
+	ASSERT_EQ(0, pthread_create(&thread, NULL, timed_check, &check));
+	/* Armed until the job takes it, then busy until its fence has signaled. */
+	deadline = now_ms() + rbln_test_ms(10000);
+	do
+		ret = inject(name, "slow_signal");
+	while (!ret && now_ms() < deadline);
+	EXPECT_EQ(-EBUSY, ret);
+	ASSERT_EQ(0, pthread_join(thread, NULL));
+	EXPECT_EQ(1, check.ret);
+	/* The completion did outlive the timeout. */
+	EXPECT_GE(check.ms, 2 * timeout_ms);
+	EXPECT_EQ(resets, rbln_test_attr(0, "reset_count"));
+	EXPECT_EQ(0, rbln_drm_get_param(self->a.dev, RBLN_PARAM_FAILED_JOBS, &failed));
+	EXPECT_EQ(0, failed);
+	EXPECT_EQ(1, ctx_check(&self->a, 11));
+	EXPECT_EQ(1, ctx_check(&self->b, 12));
+}
+
 TEST_F(recovery, injected_dma_error_and_fault)
 {
 	EXPECT_EQ(0, inject(rbln_test_dev_name(0), "dma"));
