@@ -148,16 +148,21 @@ void fz_reap_children(struct fz *fz, bool wait_all)
 
 void op_inject(struct fz *fz)
 {
-	static const char *const what[] = { "hang", "fault", "dma" };
-	unsigned int k = fz_below(&fz->rng, 3), i;
+	static const char *const what[] = { "hang", "fault", "dma", "slow_signal" };
+	/* A slow signal holds the device's completions for a second: seldom. */
+	unsigned int k = fz_below(&fz->rng, 32) ? fz_below(&fz->rng, 3) : 3, i;
+	bool fails = k == 1 || k == 2;
 	int devi = fz_pick_dev(fz, true), ret;
 	char path[128];
 
 	if (devi < 0)
 		return;
 	snprintf(path, sizeof(path), DEBUGFS_ACCEL "/%s/inject", fz->devs[devi].name);
-	/* A hang only times a job out; the others fail one and ban its context. */
-	if (k) {
+	/*
+	 * A hang only times a job out, a slow signal has one complete as it
+	 * times out; the others fail one and ban its context.
+	 */
+	if (fails) {
 		atomic_fetch_add(&fz->sh->inject_pending[devi], 1);
 		for (i = 0; i < FZ_MAX_FILES; i++)
 			if (fz->files[i].used && fz->files[i].devi == devi)
@@ -166,7 +171,7 @@ void op_inject(struct fz *fz)
 	fz_doing(fz, "inject %s into %s", what[k], fz->devs[devi].name);
 	ret = rbln_sysfs_write(path, what[k]);
 	fz_count(fz->sh, C_INJECT, ret);
-	if (ret && k)
+	if (ret && fails)
 		atomic_fetch_sub(&fz->sh->inject_pending[devi], 1);
 }
 
