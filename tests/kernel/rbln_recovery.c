@@ -424,6 +424,85 @@ TEST_F(recovery, job_completing_as_it_times_out)
 	EXPECT_EQ(1, ctx_check(&self->b, 12));
 }
 
+/* Waits for the fence of @sync and returns its status (rbln_drm_fence_status()). */
+static int sync_status(struct rbln_drm_device *dev, uint32_t sync)
+{
+	int status = 0;
+
+	if (drmSyncobjWait(rbln_drm_fd(dev), &sync, 1, rbln_test_deadline_ns(20000), 0, NULL))
+		return -1000 - errno;
+	return rbln_drm_fence_status(dev, sync, 0, &status) ?: status;
+}
+
+/* The state letter of process @pid (/proc/PID/stat), or 0. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p = NULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f))
+		p = strrchr(buf, ')');
+	fclose(f);
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * Destroying a queue waits until its jobs have left it for the device,
+ * unless the task is killed meanwhile: then the jobs still in it end with
+ * -ESRCH once what they wait for has signaled, and they are not counted in
+ * FAILED_JOBS, since they never ran. Here a child sharing the file
+ * destroys a queue whose job waits for one that hangs and then signals
+ * slowly, and is killed while it waits.
+ */
+TEST_F(recovery, killed_queue_destroy_drops_waiting_jobs_uncounted)
+{
+	struct drm_rbln_sync hung = { 0 }, dropped = { 0 };
+	const char *name = rbln_test_dev_name(0);
+	int fd = rbln_drm_fd(self->a.dev), wstatus;
+	long long deadline;
+	struct rbln_drm_cmd c;
+	uint64_t failed;
+	uint32_t queue;
+	pid_t pid;
+
+	ASSERT_EQ(0, rbln_drm_queue_create(self->a.dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &dropped.handle));
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	ASSERT_EQ(0, inject(name, "hang"));
+	ASSERT_EQ(0, inject(name, "slow_signal"));
+	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
+				     &self->a.cmd.handle, 1, NULL, 0, &hung));
+	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, queue, self->a.cmd.va, c.len,
+				     &self->a.cmd.handle, 1, &hung, 1, &dropped));
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid)
+		_exit(rbln_drm_queue_destroy(self->a.dev, queue) ? 1 : 0);
+	/* Killed where it waits: the hung job holds it for a second and a half. */
+	deadline = now_ms() + rbln_test_ms(1000);
+	while (proc_state(pid) != 'D' && now_ms() < deadline)
+		usleep(1000);
+	EXPECT_EQ('D', proc_state(pid));
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	ASSERT_EQ(pid, waitpid(pid, &wstatus, 0));
+	EXPECT_TRUE(WIFSIGNALED(wstatus));
+	EXPECT_EQ(-ESRCH, sync_status(self->a.dev, dropped.handle));
+	EXPECT_EQ(-ETIMEDOUT, sync_status(self->a.dev, hung.handle));
+	EXPECT_EQ(0, rbln_drm_get_param(self->a.dev, RBLN_PARAM_FAILED_JOBS, &failed));
+	EXPECT_EQ(1, failed);
+	/* The child took the queue with it. */
+	EXPECT_EQ(-ENOENT, rbln_drm_queue_destroy(self->a.dev, queue));
+	drmSyncobjDestroy(fd, hung.handle);
+	drmSyncobjDestroy(fd, dropped.handle);
+	EXPECT_EQ(1, ctx_check(&self->a, 13));
+}
+
 TEST_F(recovery, injected_dma_error_and_fault)
 {
 	EXPECT_EQ(0, inject(rbln_test_dev_name(0), "dma"));
