@@ -25,11 +25,6 @@
 #define VA_END		(1ull << 47)
 #define FRESH_ID	17
 
-static int64_t now_ms(void)
-{
-	return rbln_test_deadline_ns(0) / 1000000;
-}
-
 /* A file with a queue and a command buffer of @cmd_bytes. */
 struct file {
 	struct rbln_drm_device *dev;
@@ -86,10 +81,8 @@ static int file_submit(struct file *f, uint32_t len, const uint32_t *bos, uint32
 /* Waits up to @ms for @syncobj and destroys it: 1, the job's -errno, or 0. */
 static int file_wait(struct file *f, uint32_t syncobj, int ms)
 {
-	int status = 0;
+	int status = rbln_test_sync_status(f->dev, syncobj, ms);
 
-	drmSyncobjWait(rbln_drm_fd(f->dev), &syncobj, 1, rbln_test_deadline_ns(ms), 0, NULL);
-	rbln_drm_fence_status(f->dev, syncobj, 0, &status);
 	drmSyncobjDestroy(rbln_drm_fd(f->dev), syncobj);
 	return status;
 }
@@ -355,10 +348,10 @@ struct del_arg {
 static void *del_device(void *p)
 {
 	struct del_arg *a = p;
-	int64_t t0 = now_ms();
+	int64_t t0 = rbln_test_now_ms();
 
 	a->ret = rbln_test_victim_remove(a->vic);
-	a->ms = now_ms() - t0;
+	a->ms = rbln_test_now_ms() - t0;
 	return NULL;
 }
 
@@ -400,10 +393,10 @@ TEST(endless_gemm_packet_is_stopped)
 	rbln_drm_cmd_init(&c, f.cmd.cpu, f.cmd.size);
 	ASSERT_EQ(0, rbln_drm_cmd_gemm(&c, &g));
 
-	t0 = now_ms();
+	t0 = rbln_test_now_ms();
 	ASSERT_EQ(0, file_submit(&f, c.len, NULL, 0, &sync));
 	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, sync, 60000));
-	EXPECT_LT(now_ms() - t0, rbln_test_ms(5000));
+	EXPECT_LT(rbln_test_now_ms() - t0, rbln_test_ms(5000));
 
 	/* Again, and remove the device while it runs. */
 	ASSERT_EQ(0, file_submit(&f, c.len, NULL, 0, &sync));
@@ -519,11 +512,11 @@ TEST(close_does_not_wait_for_every_long_job)
 		ASSERT_EQ(0, rbln_drm_submit(f.dev, queues[i % 4], f.cmd.va, len, bos, 2, NULL, 0,
 					     NULL));
 	}
-	t0 = now_ms();
+	t0 = rbln_test_now_ms();
 	rbln_test_buf_free(f.dev, &big);
 	file_close(&f);
 	/* A timeout's worth of waiting, then what runs is stopped. */
-	EXPECT_LT(now_ms() - t0, rbln_test_ms(4000));
+	EXPECT_LT(rbln_test_now_ms() - t0, rbln_test_ms(4000));
 	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 

@@ -360,14 +360,6 @@ TEST_F(recovery, hang_times_out_and_resets_the_ring)
 	EXPECT_EQ(1, ctx_check(&self->b, 7));
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /* A context's check job, run on a thread of its own, and how long it took. */
 struct timed_check {
 	struct ctx *x;
@@ -378,10 +370,10 @@ struct timed_check {
 static void *timed_check(void *arg)
 {
 	struct timed_check *c = arg;
-	long long t = now_ms();
+	int64_t t = rbln_test_now_ms();
 
 	c->ret = ctx_check(c->x, 10);
-	c->ms = now_ms() - t;
+	c->ms = rbln_test_now_ms() - t;
 	return NULL;
 }
 
@@ -408,10 +400,10 @@ TEST_F(recovery, job_completing_as_it_times_out)
 	ASSERT_EQ(0, inject(name, "slow_signal"));
 	ASSERT_EQ(0, pthread_create(&thread, NULL, timed_check, &check));
 	/* Armed until the job takes it, then busy until its fence has signaled. */
-	deadline = now_ms() + rbln_test_ms(10000);
+	deadline = rbln_test_now_ms() + rbln_test_ms(10000);
 	do
 		ret = inject(name, "slow_signal");
-	while (!ret && now_ms() < deadline);
+	while (!ret && rbln_test_now_ms() < deadline);
 	EXPECT_EQ(-EBUSY, ret);
 	ASSERT_EQ(0, pthread_join(thread, NULL));
 	EXPECT_EQ(1, check.ret);
@@ -422,16 +414,6 @@ TEST_F(recovery, job_completing_as_it_times_out)
 	EXPECT_EQ(0, failed);
 	EXPECT_EQ(1, ctx_check(&self->a, 11));
 	EXPECT_EQ(1, ctx_check(&self->b, 12));
-}
-
-/* Waits for the fence of @sync and returns its status (rbln_drm_fence_status()). */
-static int sync_status(struct rbln_drm_device *dev, uint32_t sync)
-{
-	int status = 0;
-
-	if (drmSyncobjWait(rbln_drm_fd(dev), &sync, 1, rbln_test_deadline_ns(20000), 0, NULL))
-		return -1000 - errno;
-	return rbln_drm_fence_status(dev, sync, 0, &status) ?: status;
 }
 
 /* The state letter of process @pid (/proc/PID/stat), or 0. */
@@ -485,15 +467,15 @@ TEST_F(recovery, killed_queue_destroy_drops_waiting_jobs_uncounted)
 	if (!pid)
 		_exit(rbln_drm_queue_destroy(self->a.dev, queue) ? 1 : 0);
 	/* Killed where it waits: the hung job holds it for a second and a half. */
-	deadline = now_ms() + rbln_test_ms(1000);
-	while (proc_state(pid) != 'D' && now_ms() < deadline)
+	deadline = rbln_test_now_ms() + rbln_test_ms(1000);
+	while (proc_state(pid) != 'D' && rbln_test_now_ms() < deadline)
 		usleep(1000);
 	EXPECT_EQ('D', proc_state(pid));
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	ASSERT_EQ(pid, waitpid(pid, &wstatus, 0));
 	EXPECT_TRUE(WIFSIGNALED(wstatus));
-	EXPECT_EQ(-ESRCH, sync_status(self->a.dev, dropped.handle));
-	EXPECT_EQ(-ETIMEDOUT, sync_status(self->a.dev, hung.handle));
+	EXPECT_EQ(-ESRCH, rbln_test_sync_status(self->a.dev, dropped.handle, 20000));
+	EXPECT_EQ(-ETIMEDOUT, rbln_test_sync_status(self->a.dev, hung.handle, 20000));
 	EXPECT_EQ(0, rbln_drm_get_param(self->a.dev, RBLN_PARAM_FAILED_JOBS, &failed));
 	EXPECT_EQ(1, failed);
 	/* The child took the queue with it. */

@@ -48,6 +48,12 @@ static inline int64_t rbln_test_deadline_ns(int ms)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + rbln_test_ms(ms) * 1000000;
 }
 
+/* CLOCK_MONOTONIC in milliseconds. */
+static inline int64_t rbln_test_now_ms(void)
+{
+	return rbln_test_deadline_ns(0) / 1000000;
+}
+
 #define RBLN_EMU_BUS		"/sys/bus/rbln_emu"
 #define RBLN_MODULE_PARAMS	"/sys/module/rbln/parameters"
 #define RBLN_MAX_TEST_DEVICES	64
@@ -621,6 +627,22 @@ static inline int rbln_test_vm_unmap(struct rbln_drm_device *dev, uint64_t va, u
 }
 
 /*
+ * Waits up to @timeout_ms (scaled) for the fence of @syncobj and returns
+ * rbln_drm_fence_status()'s status: 1 for success, the job's -errno, or 0
+ * if it did not finish in time; a failed query, below -1000: -1000 - errno.
+ */
+static inline int rbln_test_sync_status(struct rbln_drm_device *dev, uint32_t syncobj,
+					int timeout_ms)
+{
+	int ret, status = 0;
+
+	drmSyncobjWait(rbln_drm_fd(dev), &syncobj, 1, rbln_test_deadline_ns(timeout_ms), 0,
+		       NULL);
+	ret = rbln_drm_fence_status(dev, syncobj, 0, &status);
+	return ret ? -1000 + ret : status;
+}
+
+/*
  * Submits the @cmd_len bytes already encoded in @cmd (a HOST buffer) on
  * @queue with the @n objects of @bos plus @cmd itself, waits up to
  * @timeout_ms and returns rbln_drm_fence_status()'s status: 1 for success,
@@ -648,11 +670,9 @@ static inline int rbln_test_run(struct rbln_drm_device *dev, uint32_t queue,
 		drmSyncobjDestroy(rbln_drm_fd(dev), signal.handle);
 		return -1000 + ret;
 	}
-	drmSyncobjWait(rbln_drm_fd(dev), &signal.handle, 1,
-		       rbln_test_deadline_ns(timeout_ms), 0, NULL);
-	ret = rbln_drm_fence_status(dev, signal.handle, 0, &status);
+	status = rbln_test_sync_status(dev, signal.handle, timeout_ms);
 	drmSyncobjDestroy(rbln_drm_fd(dev), signal.handle);
-	return ret ? -1000 + ret : status;
+	return status;
 }
 
 /* A memfd of @size that cannot shrink, as udmabuf wants; or -1. */
