@@ -79,7 +79,8 @@ enum {
  *	(rbln_gem_unplug()): nothing maps for it any more.
  * @rings: the command rings.
  * @scheds: their schedulers, the list every queue's entity spreads over.
- * @reset_lock: one reset at a time, of a ring or of the function.
+ * @reset_lock: one reset at a time, of a ring or of the function; the
+ *	doorbell slow_signal defers (rbln_ring_slow_doorbell()) waits for it.
  * @reset_count: rings reset after a timeout.
  * @lost: its registers were found reading all-ones (rbln_device_lost()).
  * @slow_signal: debugfs's "slow_signal" hook (rbln_job.c): RBLN_SLOW_SIGNAL_*.

@@ -71,6 +71,7 @@ MODULE_PARM_DESC(max_jobs, "Unfinished jobs a file may have; SUBMIT beyond waits
  * @seqno: last seqno handed out.
  * @context: dma-fence context of its fences.
  * @pending: fences not yet signaled, in seqno order.
+ * @slow_doorbell: the doorbell of the job debugfs's "slow_signal" took.
  */
 struct rbln_ring {
 	struct rbln_device *rdev;
@@ -85,6 +86,7 @@ struct rbln_ring {
 	u64 seqno;
 	u64 context;
 	struct list_head pending;
+	struct work_struct slow_doorbell;
 };
 
 /**
@@ -304,6 +306,7 @@ static void rbln_ring_write_entry(struct rbln_ring *ring, struct rbln_fence *fen
 static void rbln_fence_slow_cb(struct dma_fence *f, struct dma_fence_cb *cb)
 {
 	struct rbln_fence *fence = container_of(cb, struct rbln_fence, slow_cb);
+	struct rbln_device *rdev = fence->vm->rdev;
 	ktime_t end = ktime_add_ms(ktime_get(), 2 * job_timeout_ms);
 
 	/*
@@ -313,7 +316,41 @@ static void rbln_fence_slow_cb(struct dma_fence *f, struct dma_fence_cb *cb)
 	 */
 	while (ktime_before(ktime_get(), end))
 		cpu_relax();
-	atomic_set(&fence->vm->rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF);
+	atomic_set(&rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF);
+}
+
+/* The device runs @ring's entries up to @tail, as written before. */
+static void rbln_ring_doorbell(struct rbln_ring *ring, u32 tail)
+{
+	/* Order the entries' stores before the doorbell that makes the device read them. */
+	dma_wmb();
+	rbln_hw_write(ring->rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_TAIL), tail);
+}
+
+/*
+ * The doorbell of the job debugfs's "slow_signal" took, rung from the
+ * scheduler's ordered workqueue: after the scheduler has put its callback
+ * on the job's fence, behind the hook's, and before it runs another job on
+ * the ring. Else the device could complete the job first, the scheduler
+ * would find its fence signaled and retire the job itself, and the hook's
+ * window would not open. A reset in between put the entry back already.
+ */
+static void rbln_ring_slow_doorbell(struct work_struct *work)
+{
+	struct rbln_ring *ring = container_of(work, struct rbln_ring, slow_doorbell);
+	struct rbln_device *rdev = ring->rdev;
+	u32 tail;
+	int idx;
+
+	if (!drm_dev_enter(&rdev->drm, &idx))
+		return;
+	mutex_lock(&rdev->reset_lock);
+	spin_lock(&ring->lock);
+	tail = ring->tail;
+	spin_unlock(&ring->lock);
+	rbln_ring_doorbell(ring, tail);
+	mutex_unlock(&rdev->reset_lock);
+	drm_dev_exit(idx);
 }
 
 static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
@@ -352,12 +389,13 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 
 	/* Before the scheduler's callback, and before the device can signal. */
 	if (atomic_cmpxchg(&rdev->slow_signal, RBLN_SLOW_SIGNAL_ARMED,
-			   RBLN_SLOW_SIGNAL_BUSY) == RBLN_SLOW_SIGNAL_ARMED &&
-	    dma_fence_add_callback(&fence->base, &fence->slow_cb, rbln_fence_slow_cb))
-		atomic_set(&rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF);
-	/* Order the entry's stores before the doorbell that makes the device read it. */
-	dma_wmb();
-	rbln_hw_write(rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_TAIL), tail);
+			   RBLN_SLOW_SIGNAL_BUSY) == RBLN_SLOW_SIGNAL_ARMED) {
+		if (dma_fence_add_callback(&fence->base, &fence->slow_cb, rbln_fence_slow_cb))
+			atomic_set(&rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF);
+		queue_work(ring->sched.submit_wq, &ring->slow_doorbell);
+	} else {
+		rbln_ring_doorbell(ring, tail);
+	}
 	drm_dev_exit(idx);
 
 	return dma_fence_get(&fence->base);
@@ -401,8 +439,7 @@ static void rbln_ring_replay(struct rbln_ring *ring, struct rbln_fence *guilty)
 	}
 	ring->tail = tail;
 	spin_unlock(&ring->lock);
-	dma_wmb();
-	rbln_hw_write(ring->rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_TAIL), tail);
+	rbln_ring_doorbell(ring, tail);
 }
 
 /* Where the ring's entries and fence slot are; then it runs. */
@@ -627,6 +664,7 @@ static int rbln_ring_init(struct rbln_device *rdev, struct rbln_ring *ring, unsi
 	ring->index = r;
 	spin_lock_init(&ring->lock);
 	INIT_LIST_HEAD(&ring->pending);
+	INIT_WORK(&ring->slow_doorbell, rbln_ring_slow_doorbell);
 	ring->context = dma_fence_context_alloc(1);
 
 	ring->entries = dma_alloc_coherent(hw->dma_dev, RBLN_RING_ENTRIES * sizeof(*ring->entries),
