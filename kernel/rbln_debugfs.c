@@ -61,11 +61,13 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 		{ "dma", RBLN_INJECT_DMA_ERROR },
 		{ "fault", RBLN_INJECT_FAULT },
 		{ "stuck", RBLN_INJECT_STUCK },
+		/* The driver's, not the device's. */
+		{ "slow_signal", 0 },
 	};
 	struct rbln_device *rdev = f->private_data;
-	char buf[16];
 	unsigned int i;
-	int idx;
+	char buf[16];
+	int idx, err = 0;
 
 	if (len >= sizeof(buf))
 		return -EINVAL;
@@ -77,19 +79,16 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 		if (sysfs_streq(buf, hooks[i].name))
 			break;
 	}
-	if (i == ARRAY_SIZE(hooks)) {
-		if (!sysfs_streq(buf, "slow_signal"))
-			return -EINVAL;
-		if (atomic_cmpxchg(&rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF,
-				   RBLN_SLOW_SIGNAL_ARMED) == RBLN_SLOW_SIGNAL_BUSY)
-			return -EBUSY;
-		return len;
-	}
+	if (i == ARRAY_SIZE(hooks))
+		return -EINVAL;
 	if (!drm_dev_enter(&rdev->drm, &idx))
 		return -ENODEV;
-	rbln_hw_write(rdev->hw, RBLN_REG_INJECT, hooks[i].bit);
+	if (hooks[i].bit)
+		rbln_hw_write(rdev->hw, RBLN_REG_INJECT, hooks[i].bit);
+	else
+		err = rbln_job_slow_signal(rdev);
 	drm_dev_exit(idx);
-	return len;
+	return err ? err : (ssize_t)len;
 }
 
 static const struct file_operations rbln_debugfs_inject_fops = {

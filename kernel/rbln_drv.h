@@ -33,16 +33,6 @@ struct drm_syncobj;
 struct rbln_hw;
 struct rbln_ring;
 
-/*
- * debugfs's "slow_signal": armed for the next job, then busy until that
- * job's fence has signaled. One at a time, so that the delays never add up.
- */
-enum {
-	RBLN_SLOW_SIGNAL_OFF,
-	RBLN_SLOW_SIGNAL_ARMED,
-	RBLN_SLOW_SIGNAL_BUSY,
-};
-
 /**
  * struct rbln_device - one NPU
  * @drm: the DRM device; its parent is the bus device.
@@ -83,7 +73,7 @@ enum {
  *	doorbell slow_signal defers (rbln_ring_slow_doorbell()) waits for it.
  * @reset_count: rings reset after a timeout.
  * @lost: its registers were found reading all-ones (rbln_device_lost()).
- * @slow_signal: debugfs's "slow_signal" hook (rbln_job.c): RBLN_SLOW_SIGNAL_*.
+ * @slow_signal: debugfs's "slow_signal" hook, rbln_job_slow_signal()'s state.
  * @bind_sched: runs every file's VM_BIND jobs, on the CPU.
  * @bind_sched_list: a list of one, @bind_sched, for the files' bind entities.
  *
@@ -198,6 +188,7 @@ void rbln_peer_unplug(struct rbln_device *rdev);
 /* rbln_job.c */
 int rbln_job_init(struct rbln_device *rdev);
 void rbln_job_unplug(struct rbln_device *rdev);
+int rbln_job_slow_signal(struct rbln_device *rdev);
 void rbln_queues_destroy(struct rbln_file *rfile);
 u64 rbln_ring_busy_ns(struct rbln_device *rdev);
 void rbln_job_show_fdinfo(struct drm_printer *p, struct drm_file *file);

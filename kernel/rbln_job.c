@@ -297,6 +297,35 @@ static void rbln_ring_write_entry(struct rbln_ring *ring, struct rbln_fence *fen
 }
 
 /*
+ * debugfs's "slow_signal": armed for the next job, then busy until that
+ * job's fence has signaled. One at a time, so that the delays never add up.
+ */
+enum {
+	RBLN_SLOW_SIGNAL_OFF,
+	RBLN_SLOW_SIGNAL_ARMED,
+	RBLN_SLOW_SIGNAL_BUSY,
+};
+
+/**
+ * rbln_job_slow_signal() - arm debugfs's "slow_signal" for @rdev's next job
+ * @rdev: the device
+ *
+ * When that job's fence signals, whoever signals it stays in the fence's
+ * first callback for twice the job timeout, so that the job completes as
+ * its timeout fires (rbln_fence_slow_cb()).
+ *
+ * Return: 0 (also when armed already), or -EBUSY while the job that took
+ * it has not yet signaled.
+ */
+int rbln_job_slow_signal(struct rbln_device *rdev)
+{
+	if (atomic_cmpxchg(&rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF,
+			   RBLN_SLOW_SIGNAL_ARMED) == RBLN_SLOW_SIGNAL_BUSY)
+		return -EBUSY;
+	return 0;
+}
+
+/*
  * debugfs's "slow_signal": whoever signals the job's fence stays in this
  * callback, the first, for twice the job timeout. The fence reads signaled
  * while the scheduler's callback, which reads the job, has not run yet: the
