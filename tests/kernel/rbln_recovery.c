@@ -808,7 +808,13 @@ static int hot_close(struct rbln_test_victim *vic, struct ctx *other, int other_
 	return rbln_test_victim_restore(vic);
 }
 
-TEST(hot_unplug_with_jobs_in_flight)
+/*
+ * Removes a device while four jobs are in flight on it, the first hung by
+ * the device after the driver hooks @hooks (debugfs inject words) were
+ * armed.
+ */
+static void unplug_with_jobs_in_flight(struct __test_metadata *_metadata,
+				       const char *const *hooks, unsigned int n)
 {
 	struct drm_rbln_sync sig = { 0 };
 	int fd, sync_fd[4], status, added = 0;
@@ -823,7 +829,8 @@ TEST(hot_unplug_with_jobs_in_flight)
 	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, gone.mem.va, 1, MIB));
 	bos[0] = gone.mem.handle;
 	bos[1] = gone.cmd.handle;
-	ASSERT_EQ(0, inject(vic.name, "hang"));
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(0, inject(vic.name, hooks[i]));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig.handle));
 	/* Sync files outlive the device node: they tell how the jobs ended. */
 	for (i = 0; i < 4; i++) {
@@ -845,6 +852,24 @@ TEST(hot_unplug_with_jobs_in_flight)
 	ctx_close(&gone);
 	EXPECT_EQ(1, ctx_check(&other, 10));
 	ASSERT_EQ(0, hot_close(&vic, &other, added));
+}
+
+TEST(hot_unplug_with_jobs_in_flight)
+{
+	static const char *const hooks[] = { "hang" };
+
+	unplug_with_jobs_in_flight(_metadata, hooks, 1);
+}
+
+/*
+ * The same with the hung job's doorbell deferred by slow_signal: the
+ * removal fails its fence, and so signals it slowly itself.
+ */
+TEST(hot_unplug_with_a_slow_signal_job_in_flight)
+{
+	static const char *const hooks[] = { "hang", "slow_signal" };
+
+	unplug_with_jobs_in_flight(_metadata, hooks, 2);
 }
 
 static void *submit_nop(void *arg)
