@@ -6,10 +6,14 @@
  * space: address, size, placement, device permissions.
  * inject: write "hang", "dma", "fault" or "stuck" and the device's next job
  * hangs, fails its next DMA, faults, or hangs so that its ring cannot be
- * reset: the recovery paths on demand. "slow_signal" is the driver's: the
- * next job's fence, once signaled, holds its signaler for twice the job
- * timeout before the scheduler hears of it, so that the job completes as
- * it times out; -EBUSY while such a fence is signaling.
+ * reset: the recovery paths on demand. The driver's own hooks widen races
+ * for the tests that interleave them:
+ *  - "slow_signal": the next job's fence, once signaled, holds its signaler
+ *    for twice the job timeout before the scheduler hears of it, so that
+ *    the job completes as it times out; -EBUSY while such a fence is
+ *    signaling;
+ *  - "slow_scrub": the next scrub of freed device memory pauses for 100 ms
+ *    between programming the address and the size.
  */
 
 #include <linux/debugfs.h>
@@ -56,13 +60,15 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 	static const struct {
 		const char *name;
 		u32 bit;
+		int (*arm)(struct rbln_device *rdev);
 	} hooks[] = {
 		{ "hang", RBLN_INJECT_HANG },
 		{ "dma", RBLN_INJECT_DMA_ERROR },
 		{ "fault", RBLN_INJECT_FAULT },
 		{ "stuck", RBLN_INJECT_STUCK },
 		/* The driver's, not the device's. */
-		{ "slow_signal", 0 },
+		{ "slow_signal", 0, rbln_job_slow_signal },
+		{ "slow_scrub", 0, rbln_devmem_slow_scrub },
 	};
 	struct rbln_device *rdev = f->private_data;
 	unsigned int i;
@@ -86,7 +92,7 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 	if (hooks[i].bit)
 		rbln_hw_write(rdev->hw, RBLN_REG_INJECT, hooks[i].bit);
 	else
-		err = rbln_job_slow_signal(rdev);
+		err = hooks[i].arm(rdev);
 	drm_dev_exit(idx);
 	return err ? err : (ssize_t)len;
 }

@@ -9,6 +9,7 @@
  * hardware; this only decides who may use which part of it.
  */
 
+#include <linux/delay.h>
 #include <linux/sizes.h>
 
 #include <drm/drm_drv.h>
@@ -26,13 +27,34 @@ static void rbln_devmem_fini(struct drm_device *drm, void *arg)
 	gpu_buddy_fini(&rdev->mem);
 }
 
-/* Zeroes [@addr, @addr + @size) of device memory; done when the last write returns. */
+/*
+ * Zeroes [@addr, @addr + @size) of device memory; done when the last write
+ * returns. Objects are freed by many threads at once: unserialised, one
+ * free's size would meet another's address, scrubbing memory someone
+ * holds and leaving the freed memory to its next owner as it was.
+ */
 static void rbln_devmem_scrub(struct rbln_device *rdev, u64 addr, u64 size)
 {
+	mutex_lock(&rdev->scrub_lock);
 	rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_ADDR_LO, lower_32_bits(addr));
 	rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_ADDR_HI, upper_32_bits(addr));
+	if (atomic_read(&rdev->slow_scrub) && atomic_xchg(&rdev->slow_scrub, 0))
+		msleep(100);
 	rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_SIZE_LO, lower_32_bits(size));
 	rbln_hw_write(rdev->hw, RBLN_REG_SCRUB_SIZE_HI, upper_32_bits(size));
+	mutex_unlock(&rdev->scrub_lock);
+}
+
+/**
+ * rbln_devmem_slow_scrub() - arm debugfs's "slow_scrub" for the next scrub
+ * @rdev: the device
+ *
+ * Return: 0.
+ */
+int rbln_devmem_slow_scrub(struct rbln_device *rdev)
+{
+	atomic_set(&rdev->slow_scrub, 1);
+	return 0;
 }
 
 /**
@@ -47,6 +69,9 @@ int rbln_devmem_init(struct rbln_device *rdev)
 {
 	int ret;
 
+	ret = drmm_mutex_init(&rdev->drm, &rdev->scrub_lock);
+	if (ret)
+		return ret;
 	/*
 	 * Device memory outlives a binding, as on silicon: what the last
 	 * driver left, objects freed after its removal among them, must not

@@ -49,6 +49,9 @@ struct rbln_ring;
  * @serial: RBLN_REG_SERIAL, read at probe: the device's identity for peers.
  * @mem_lock: protects @mem.
  * @mem: allocator of device memory, [0, @mem_size).
+ * @scrub_lock: the device has one scrubber, programmed by four register
+ *	writes: one scrub, or a function reset that clears them, at a time.
+ * @slow_scrub: debugfs's "slow_scrub" hook is armed.
  * @ctx_ids: allocator of context indices.
  * @ctx_table: the context table the device reads (rbln_hw.h); NULL once
  *	the device is unplugged (rbln_mmu_unplug()).
@@ -94,6 +97,8 @@ struct rbln_device {
 
 	struct mutex mem_lock; /* protects mem */
 	struct gpu_buddy mem;
+	struct mutex scrub_lock; /* the SCRUB registers; inside reset_lock */
+	atomic_t slow_scrub;
 
 	struct ida ctx_ids;
 	u64 *ctx_table;
@@ -174,6 +179,7 @@ void rbln_pci_unregister(void);
 int rbln_devmem_init(struct rbln_device *rdev);
 int rbln_devmem_alloc(struct rbln_device *rdev, u64 size, struct list_head *blocks);
 void rbln_devmem_free(struct rbln_device *rdev, struct list_head *blocks);
+int rbln_devmem_slow_scrub(struct rbln_device *rdev);
 u64 rbln_devmem_used(struct rbln_device *rdev);
 
 /* rbln_peer.c */

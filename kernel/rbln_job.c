@@ -504,9 +504,12 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
 		if (&rdev->rings[r] != wedged)
 			drm_sched_wqueue_stop(&rdev->rings[r].sched);
 
+	/* Not between a scrub's address and its size: the reset clears them. */
+	mutex_lock(&rdev->scrub_lock);
 	rbln_hw_write(hw, RBLN_REG_FUNC_RESET, 1);
 	/* The device owns the memory until it answers: no timeout can free it. */
 	read_poll_timeout(rbln_hw_read, busy, busy != 1, 50, 0, false, hw, RBLN_REG_FUNC_RESET);
+	mutex_unlock(&rdev->scrub_lock);
 
 	rbln_mmu_program(rdev);
 	rbln_peer_program(rdev);

@@ -43,13 +43,41 @@ static void rbln_emu_func_reset(struct rbln_emu_dev *edev)
 	WRITE_ONCE(edev->ctx_table, 0);
 	WRITE_ONCE(edev->peer_table, 0);
 	WRITE_ONCE(edev->scratch, 0);
+	spin_lock(&edev->scrub_lock);
 	edev->scrub_addr = 0;
 	edev->scrub_size = 0;
+	spin_unlock(&edev->scrub_lock);
 	atomic_set(&edev->inject, 0);
 	atomic_set(&edev->irq_mask, 0);
 	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++)
 		rbln_emu_ring_power_on(&edev->rings[r]);
 	atomic_set(&edev->irq_status, 0);
+}
+
+/*
+ * The scrubber, which writing SIZE_HI starts. Writes from several CPUs
+ * reach it one at a time, as over a bus: two scrubs never free the same
+ * DRAM pages at once, whatever the driver does.
+ */
+static void rbln_emu_scrub_write(struct rbln_emu_dev *edev, u32 reg, u32 val)
+{
+	spin_lock(&edev->scrub_lock);
+	switch (reg) {
+	case RBLN_REG_SCRUB_ADDR_LO:
+		rbln_emu_set_lo(&edev->scrub_addr, val);
+		break;
+	case RBLN_REG_SCRUB_ADDR_HI:
+		rbln_emu_set_hi(&edev->scrub_addr, val);
+		break;
+	case RBLN_REG_SCRUB_SIZE_LO:
+		rbln_emu_set_lo(&edev->scrub_size, val);
+		break;
+	case RBLN_REG_SCRUB_SIZE_HI:
+		rbln_emu_set_hi(&edev->scrub_size, val);
+		rbln_emu_dram_scrub(edev, edev->scrub_addr, edev->scrub_size);
+		break;
+	}
+	spin_unlock(&edev->scrub_lock);
 }
 
 static bool rbln_emu_func_reset_busy(struct rbln_emu_dev *edev)
@@ -175,18 +203,8 @@ void rbln_emu_reg_write(struct rbln_emu_dev *edev, u32 reg, u32 val)
 	case RBLN_REG_MMU_INVALIDATE:
 		rbln_emu_invalidate_start(edev);
 		break;
-	case RBLN_REG_SCRUB_ADDR_LO:
-		rbln_emu_set_lo(&edev->scrub_addr, val);
-		break;
-	case RBLN_REG_SCRUB_ADDR_HI:
-		rbln_emu_set_hi(&edev->scrub_addr, val);
-		break;
-	case RBLN_REG_SCRUB_SIZE_LO:
-		rbln_emu_set_lo(&edev->scrub_size, val);
-		break;
-	case RBLN_REG_SCRUB_SIZE_HI:
-		rbln_emu_set_hi(&edev->scrub_size, val);
-		rbln_emu_dram_scrub(edev, edev->scrub_addr, edev->scrub_size);
+	case RBLN_REG_SCRUB_ADDR_LO ... RBLN_REG_SCRUB_SIZE_HI:
+		rbln_emu_scrub_write(edev, reg, val);
 		break;
 	case RBLN_REG_INJECT:
 		atomic_or(val & (RBLN_INJECT_HANG | RBLN_INJECT_DMA_ERROR | RBLN_INJECT_FAULT |
@@ -247,6 +265,7 @@ int rbln_emu_dev_init(struct rbln_emu_dev *edev, u32 index, u64 mem_size, u64 se
 	edev->mem_size = mem_size;
 	edev->serial = serial;
 	edev->present = true;
+	spin_lock_init(&edev->scrub_lock);
 	xa_init(&edev->dram);
 	return rbln_emu_cp_init(edev);
 }

@@ -520,4 +520,96 @@ TEST(close_does_not_wait_for_every_long_job)
 	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
+struct freer {
+	struct rbln_drm_device *dev;
+	uint32_t handle;
+	pthread_barrier_t *start;
+	int ret;
+};
+
+static void *free_at_once(void *p)
+{
+	struct freer *fr = p;
+
+	pthread_barrier_wait(fr->start);
+	fr->ret = rbln_drm_bo_close(fr->dev, fr->handle);
+	return NULL;
+}
+
+/*
+ * Finding 7 (second review): freed device memory is zeroed by a scrubber
+ * programmed with four register writes, and objects are freed by many
+ * threads at once. With nothing holding the four together, one free's size
+ * met another's address: the other object was scrubbed twice, and this
+ * one's data stayed for the memory's next owner. Here the first scrub pauses
+ * between address and size (debugfs "slow_scrub") while another object is
+ * freed; then the memory of both must read zero.
+ */
+TEST(objects_freed_at_once_are_each_scrubbed)
+{
+	struct rbln_test_buf obj[2], all, out;
+	struct rbln_drm_device *keeper;
+	struct freer fr[2];
+	pthread_barrier_t start;
+	pthread_t t[2];
+	uint32_t sync, len, bos[2], i;
+	struct rbln_drm_cmd c;
+	struct file f;
+	int dmabuf;
+
+	ASSERT_EQ(0, file_open(&f, 0, 4096));
+	ASSERT_EQ(0, rbln_test_open(0, &keeper));
+	rbln_drm_cmd_init(&c, f.cmd.cpu, f.cmd.size);
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, rbln_test_buf_new(f.dev, MIB, RBLN_BO_DEVICE, 0, &obj[i]));
+		ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, obj[i].va, 0x5c2b0000 + i, MIB));
+		bos[i] = obj[i].handle;
+	}
+	ASSERT_EQ(0, file_submit(&f, c.len, bos, 2, &sync));
+	ASSERT_EQ(1, file_wait(&f, sync, 10000));
+	/*
+	 * Held by another file alone, the objects are freed by the threads
+	 * that close them: closing the first file waits for its job to go.
+	 */
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, rbln_drm_bo_export(f.dev, obj[i].handle, &dmabuf));
+		ASSERT_EQ(0, rbln_drm_bo_import(keeper, dmabuf, &fr[i].handle));
+		close(dmabuf);
+	}
+	file_close(&f);
+
+	ASSERT_EQ(0, rbln_test_inject(0, "slow_scrub"));
+	ASSERT_EQ(0, pthread_barrier_init(&start, NULL, 2));
+	for (i = 0; i < 2; i++) {
+		fr[i].dev = keeper;
+		fr[i].start = &start;
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, free_at_once, &fr[i]));
+	}
+	for (i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		EXPECT_EQ(0, fr[i].ret);
+	}
+	pthread_barrier_destroy(&start);
+	rbln_drm_close(keeper);
+
+	/* Device memory is handed out lowest first: this covers both. */
+	ASSERT_EQ(0, file_open(&f, 0, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 8 * MIB, RBLN_BO_DEVICE, 0, &all));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 8 * MIB, RBLN_BO_HOST, 0, &out));
+	memset(out.cpu, 0xff, out.size);
+	rbln_drm_cmd_init(&c, f.cmd.cpu, f.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, out.va, all.va, 8 * MIB));
+	bos[0] = all.handle;
+	bos[1] = out.handle;
+	ASSERT_EQ(0, file_submit(&f, c.len, bos, 2, &sync));
+	ASSERT_EQ(1, file_wait(&f, sync, 10000));
+	len = (uint32_t)first_nonzero(out.cpu, out.size);
+	EXPECT_EQ(0, len) TH_LOG("byte %u of freed memory reads %#x", len - 1,
+				 ((uint32_t *)out.cpu)[(len - 1) / 4]);
+	rbln_test_buf_free(f.dev, &out);
+	rbln_test_buf_free(f.dev, &all);
+	file_close(&f);
+	EXPECT_EQ(0, rbln_test_mem_used(0));
+}
+
 TEST_HARNESS_MAIN
