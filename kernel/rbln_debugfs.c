@@ -13,7 +13,9 @@
  *    the job completes as it times out; -EBUSY while such a fence is
  *    signaling;
  *  - "slow_scrub": the next scrub of freed device memory pauses for 100 ms
- *    between programming the address and the size.
+ *    between programming the address and the size;
+ *  - "slow_free": the next job or bind job freed holds its context for a
+ *    second after the rest of it is gone.
  */
 
 #include <linux/debugfs.h>
@@ -69,6 +71,7 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 		/* The driver's, not the device's. */
 		{ "slow_signal", 0, rbln_job_slow_signal },
 		{ "slow_scrub", 0, rbln_devmem_slow_scrub },
+		{ "slow_free", 0, rbln_job_slow_free },
 	};
 	struct rbln_device *rdev = f->private_data;
 	unsigned int i;

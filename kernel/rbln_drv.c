@@ -340,13 +340,18 @@ static struct device_driver rbln_emu_driver = {
 	.dev_groups = rbln_dev_groups,
 };
 
+struct workqueue_struct *rbln_wq;
+
 static int __init rbln_init(void)
 {
 	int ret;
 
+	rbln_wq = alloc_workqueue("rbln", WQ_UNBOUND, 0);
+	if (!rbln_wq)
+		return -ENOMEM;
 	ret = rbln_emu_init();
 	if (ret)
-		return ret;
+		goto err_wq;
 
 	ret = driver_register(&rbln_emu_driver);
 	if (ret)
@@ -367,6 +372,8 @@ err_driver:
 	driver_unregister(&rbln_emu_driver);
 err_emu:
 	rbln_emu_exit();
+err_wq:
+	destroy_workqueue(rbln_wq);
 	return ret;
 }
 
@@ -376,6 +383,8 @@ static void __exit rbln_exit(void)
 	rbln_emu_remove_all();
 	driver_unregister(&rbln_emu_driver);
 	rbln_emu_exit();
+	/* Last: what is queued may release a device, with the module's code. */
+	destroy_workqueue(rbln_wq);
 }
 
 module_init(rbln_init);

@@ -77,6 +77,7 @@ struct rbln_ring;
  * @reset_count: rings reset after a timeout.
  * @lost: its registers were found reading all-ones (rbln_device_lost()).
  * @slow_signal: debugfs's "slow_signal" hook, rbln_job_slow_signal()'s state.
+ * @slow_free: debugfs's "slow_free" hook is armed.
  * @bind_sched: runs every file's VM_BIND jobs, on the CPU.
  * @bind_sched_list: a list of one, @bind_sched, for the files' bind entities.
  *
@@ -126,6 +127,7 @@ struct rbln_device {
 	atomic_t reset_count;
 	atomic_t lost;
 	atomic_t slow_signal;
+	atomic_t slow_free;
 
 	struct drm_gpu_scheduler bind_sched;
 	struct drm_gpu_scheduler *bind_sched_list;
@@ -175,6 +177,12 @@ void rbln_device_lost(struct rbln_device *rdev);
 int rbln_pci_register(void);
 void rbln_pci_unregister(void);
 
+/*
+ * The driver's own work, drained at module unload: what must not run on
+ * the work queue of what it tears down (rbln_vm_put_async()).
+ */
+extern struct workqueue_struct *rbln_wq;
+
 /* rbln_devmem.c */
 int rbln_devmem_init(struct rbln_device *rdev);
 int rbln_devmem_alloc(struct rbln_device *rdev, u64 size, struct list_head *blocks);
@@ -195,6 +203,8 @@ void rbln_peer_unplug(struct rbln_device *rdev);
 int rbln_job_init(struct rbln_device *rdev);
 void rbln_job_unplug(struct rbln_device *rdev);
 int rbln_job_slow_signal(struct rbln_device *rdev);
+int rbln_job_slow_free(struct rbln_device *rdev);
+void rbln_job_slow_free_wait(struct rbln_device *rdev);
 void rbln_queues_destroy(struct rbln_file *rfile);
 u64 rbln_ring_busy_ns(struct rbln_device *rdev);
 void rbln_job_show_fdinfo(struct drm_printer *p, struct drm_file *file);

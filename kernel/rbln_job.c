@@ -12,6 +12,7 @@
  * fails with -ENODEV.
  */
 
+#include <linux/delay.h>
 #include <linux/dma-fence-chain.h>
 #include <linux/dma-mapping.h>
 #include <linux/iopoll.h>
@@ -348,6 +349,32 @@ static void rbln_fence_slow_cb(struct dma_fence *f, struct dma_fence_cb *cb)
 	atomic_set(&rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF);
 }
 
+/**
+ * rbln_job_slow_free() - arm debugfs's "slow_free" for @rdev's next freed job
+ * @rdev: the device
+ *
+ * The next job or bind job freed holds its context for a second after the
+ * rest of it is gone (rbln_job_slow_free_wait()): its file may close
+ * meanwhile and leave the job the context's last reference.
+ *
+ * Return: 0.
+ */
+int rbln_job_slow_free(struct rbln_device *rdev)
+{
+	atomic_set(&rdev->slow_free, 1);
+	return 0;
+}
+
+/**
+ * rbln_job_slow_free_wait() - where a job being freed takes "slow_free"
+ * @rdev: its device
+ */
+void rbln_job_slow_free_wait(struct rbln_device *rdev)
+{
+	if (atomic_read(&rdev->slow_free) && atomic_xchg(&rdev->slow_free, 0))
+		msleep(1000);
+}
+
 /* The device runs @ring's entries up to @tail, as written before. */
 static void rbln_ring_doorbell(struct rbln_ring *ring, u32 tail)
 {
@@ -631,7 +658,8 @@ static void rbln_job_free(struct rbln_job *job)
 	else
 		kfree(job->fence);
 	rbln_vm_room_put(job->vm);
-	rbln_vm_put(job->vm);
+	rbln_job_slow_free_wait(job->vm->rdev);
+	rbln_vm_put_async(job->vm);
 	kvfree(job);
 }
 

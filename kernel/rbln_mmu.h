@@ -74,6 +74,7 @@ struct rbln_pt {
  * @jobs: jobs of the context not yet freed.
  * @jobs_done: woken when @jobs drops to zero, and to half the max_jobs
  *	module parameter, for submissions waiting for room.
+ * @put_work: drops the last reference for rbln_vm_put_async().
  */
 struct rbln_vm {
 	struct kref ref;
@@ -90,6 +91,7 @@ struct rbln_vm {
 	atomic_t jobs;
 	atomic_t failed_jobs;
 	wait_queue_head_t jobs_done;
+	struct work_struct put_work;
 };
 
 /**
@@ -139,6 +141,7 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev);
 int rbln_vm_activate(struct rbln_vm *vm);
 void rbln_vm_cancel(struct rbln_vm *vm);
 void rbln_vm_put(struct rbln_vm *vm);
+void rbln_vm_put_async(struct rbln_vm *vm);
 int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo);
 int rbln_vm_use(struct rbln_vm *vm, struct rbln_bo *bo);
 void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo);

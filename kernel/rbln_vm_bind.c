@@ -135,7 +135,8 @@ static void rbln_bind_job_free(struct rbln_bind_job *job)
 {
 	if (job->bo)
 		drm_gem_object_put(&job->bo->base.base);
-	rbln_vm_put(job->vm);
+	rbln_job_slow_free_wait(job->vm->rdev);
+	rbln_vm_put_async(job->vm);
 	kfree(job);
 }
 

@@ -901,6 +901,51 @@ TEST(hot_unplug_while_waiting_for_room)
 	ASSERT_EQ(0, hot_close(&vic, &other, added));
 }
 
+/*
+ * A job freed after its file has closed, on a removed device, holds the
+ * last reference to its context, and so to the DRM device, whose release
+ * tears down the scheduler whose work is freeing the job. "slow_free"
+ * keeps the next job's context a second past the rest of it, while the
+ * test removes the device and closes the file. The release used to wait
+ * for itself there: the device was never released, and rbln.ko never
+ * unloaded after the test (rbln-vm fails such a run).
+ */
+static void close_before_removed_device_frees(struct __test_metadata *_metadata,
+					     bool bind)
+{
+	struct rbln_test_victim vic;
+	struct ctx gone, other;
+	struct rbln_drm_cmd c;
+	int added = 0;
+	uint64_t va;
+
+	ASSERT_EQ(0, hot_open(&vic, &gone, &other, &added));
+	ASSERT_EQ(0, inject(vic.name, "slow_free"));
+	if (bind) {
+		ASSERT_EQ(0, rbln_drm_vm_reserve(gone.dev, MIB, 0, &va));
+		ASSERT_EQ(0, rbln_test_vm_map(gone.dev, va, MIB, gone.mem.handle, 0, 0));
+	} else {
+		rbln_drm_cmd_init(&c, gone.cmd.cpu, gone.cmd.size);
+		ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+		ASSERT_EQ(1, rbln_test_run(gone.dev, gone.queue, &gone.cmd, c.len, NULL, 0,
+					   10000));
+	}
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
+	ctx_close(&gone);
+	EXPECT_EQ(1, ctx_check(&other, 10));
+	ASSERT_EQ(0, hot_close(&vic, &other, added));
+}
+
+TEST(close_before_a_removed_device_frees_a_job)
+{
+	close_before_removed_device_frees(_metadata, false);
+}
+
+TEST(close_before_a_removed_device_frees_a_bind_job)
+{
+	close_before_removed_device_frees(_metadata, true);
+}
+
 TEST(close_with_a_hung_job)
 {
 	struct drm_rbln_sync sig = { 0 };
