@@ -374,6 +374,7 @@ err_emu:
 	rbln_emu_exit();
 err_wq:
 	destroy_workqueue(rbln_wq);
+	rbln_job_exit();
 	return ret;
 }
 
@@ -385,6 +386,7 @@ static void __exit rbln_exit(void)
 	rbln_emu_exit();
 	/* Last: what is queued may release a device, with the module's code. */
 	destroy_workqueue(rbln_wq);
+	rbln_job_exit();
 }
 
 module_init(rbln_init);

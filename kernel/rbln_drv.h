@@ -78,8 +78,8 @@ struct rbln_ring;
  * @lost: its registers were found reading all-ones (rbln_device_lost()).
  * @slow_signal: debugfs's "slow_signal" hook, rbln_job_slow_signal()'s state.
  * @slow_free: debugfs's "slow_free" hook is armed.
- * @bind_sched: runs every file's VM_BIND jobs, on the CPU.
- * @bind_sched_list: a list of one, @bind_sched, for the files' bind entities.
+ * @bind_sched: runs every file's VM_BIND jobs, on the CPU; a list of one
+ *	for the files' bind entities.
  *
  * Fields read at probe never change afterwards and need no lock.
  */
@@ -129,8 +129,7 @@ struct rbln_device {
 	atomic_t slow_signal;
 	atomic_t slow_free;
 
-	struct drm_gpu_scheduler bind_sched;
-	struct drm_gpu_scheduler *bind_sched_list;
+	struct drm_gpu_scheduler *bind_sched;
 };
 
 /**
@@ -201,6 +200,7 @@ void rbln_peer_unplug(struct rbln_device *rdev);
 
 /* rbln_job.c */
 int rbln_job_init(struct rbln_device *rdev);
+void rbln_job_exit(void);
 void rbln_job_unplug(struct rbln_device *rdev);
 int rbln_job_slow_signal(struct rbln_device *rdev);
 int rbln_job_slow_free(struct rbln_device *rdev);

@@ -60,9 +60,10 @@ MODULE_PARM_DESC(max_jobs, "Unfinished jobs a file may have; SUBMIT beyond waits
 
 /**
  * struct rbln_ring - the driver's side of one hardware ring
+ * @sched: the scheduler feeding it; first, as it outlives the rest
+ *	(struct rbln_scheds).
  * @rdev: the device.
  * @index: ring number.
- * @sched: the scheduler feeding it.
  * @entries: the ring the device reads.
  * @entries_dma: its DMA address.
  * @fence_slot: where the device writes the last completed seqno.
@@ -75,9 +76,9 @@ MODULE_PARM_DESC(max_jobs, "Unfinished jobs a file may have; SUBMIT beyond waits
  * @slow_doorbell: the doorbell of the job debugfs's "slow_signal" took.
  */
 struct rbln_ring {
+	struct drm_gpu_scheduler sched;
 	struct rbln_device *rdev;
 	unsigned int index;
-	struct drm_gpu_scheduler sched;
 	struct rbln_ring_entry *entries;
 	dma_addr_t entries_dma;
 	u64 *fence_slot;
@@ -701,8 +702,73 @@ static void rbln_job_fini(struct drm_device *drm, void *arg)
 
 		if (ring->sched.ops)
 			drm_sched_fini(&ring->sched);
+		ring->sched.ops = NULL;
 		rbln_ring_free_dma(ring);
 	}
+}
+
+/*
+ * A device's schedulers outlive it. drm_sched's fences name their timeline
+ * by reading their scheduler's name, and whoever holds a fence (a
+ * sync_file, a syncobj, another driver's reservation object) may ask long
+ * after the device went: freed, the scheduler would be read freed. So the
+ * schedulers of a released device go back to a pool for the next device,
+ * are never cleared over the name, and are freed with the module.
+ */
+struct rbln_scheds {
+	struct list_head link;
+	struct drm_gpu_scheduler bind;
+	struct rbln_ring rings[RBLN_MAX_RINGS];
+};
+
+static LIST_HEAD(rbln_scheds_pool);
+static DEFINE_MUTEX(rbln_scheds_lock); /* protects rbln_scheds_pool */
+
+static void rbln_scheds_put(struct drm_device *drm, void *arg)
+{
+	struct rbln_scheds *scheds = arg;
+
+	mutex_lock(&rbln_scheds_lock);
+	list_add(&scheds->link, &rbln_scheds_pool);
+	mutex_unlock(&rbln_scheds_lock);
+}
+
+/* Schedulers for @rdev's rings and binds, returned to the pool with the device. */
+static struct rbln_scheds *rbln_scheds_get(struct rbln_device *rdev)
+{
+	const size_t rest = offsetofend(struct rbln_ring, sched);
+	struct rbln_scheds *scheds;
+	unsigned int r;
+
+	mutex_lock(&rbln_scheds_lock);
+	scheds = list_first_entry_or_null(&rbln_scheds_pool, struct rbln_scheds, link);
+	if (scheds)
+		list_del(&scheds->link);
+	mutex_unlock(&rbln_scheds_lock);
+	if (!scheds) {
+		scheds = kzalloc(sizeof(*scheds), GFP_KERNEL);
+		if (!scheds)
+			return NULL;
+	}
+	/* drm_sched_init() sets all a scheduler uses; the rest starts zeroed. */
+	for (r = 0; r < RBLN_MAX_RINGS; r++)
+		memset((char *)&scheds->rings[r] + rest, 0, sizeof(scheds->rings[r]) - rest);
+	if (drmm_add_action_or_reset(&rdev->drm, rbln_scheds_put, scheds))
+		return NULL;
+	return scheds;
+}
+
+/**
+ * rbln_job_exit() - free the schedulers kept for devices to come
+ *
+ * At module unload, every device released.
+ */
+void rbln_job_exit(void)
+{
+	struct rbln_scheds *scheds, *tmp;
+
+	list_for_each_entry_safe(scheds, tmp, &rbln_scheds_pool, link)
+		kfree(scheds);
 }
 
 static int rbln_ring_init(struct rbln_device *rdev, struct rbln_ring *ring, unsigned int r)
@@ -754,16 +820,18 @@ static int rbln_ring_init(struct rbln_device *rdev, struct rbln_ring *ring, unsi
  */
 int rbln_job_init(struct rbln_device *rdev)
 {
+	struct rbln_scheds *scheds;
 	unsigned int r;
 	int ret;
 
-	rdev->rings = drmm_kcalloc(&rdev->drm, rdev->num_rings, sizeof(*rdev->rings),
-				   GFP_KERNEL);
+	scheds = rbln_scheds_get(rdev);
 	/* Entities keep a pointer to the list: it lives with the device. */
 	rdev->scheds = drmm_kcalloc(&rdev->drm, rdev->num_rings, sizeof(*rdev->scheds),
 				    GFP_KERNEL);
-	if (!rdev->rings || !rdev->scheds)
+	if (!scheds || !rdev->scheds)
 		return -ENOMEM;
+	rdev->rings = scheds->rings;
+	rdev->bind_sched = &scheds->bind;
 	ret = drmm_add_action(&rdev->drm, rbln_job_fini, NULL) ?:
 	      drmm_mutex_init(&rdev->drm, &rdev->reset_lock);
 	if (ret)

@@ -164,7 +164,10 @@ static const struct drm_sched_backend_ops rbln_bind_sched_ops = {
 
 static void rbln_vm_bind_fini(struct drm_device *drm, void *arg)
 {
-	drm_sched_fini(&to_rbln_device(drm)->bind_sched);
+	struct drm_gpu_scheduler *sched = to_rbln_device(drm)->bind_sched;
+
+	drm_sched_fini(sched);
+	sched->ops = NULL;
 }
 
 /**
@@ -187,10 +190,11 @@ int rbln_vm_bind_init(struct rbln_device *rdev)
 	};
 	int ret;
 
-	ret = drm_sched_init(&rdev->bind_sched, &args);
-	if (ret)
+	ret = drm_sched_init(rdev->bind_sched, &args);
+	if (ret) {
+		rdev->bind_sched->ops = NULL;
 		return ret;
-	rdev->bind_sched_list = &rdev->bind_sched;
+	}
 	return drmm_add_action_or_reset(&rdev->drm, rbln_vm_bind_fini, NULL);
 }
 
@@ -204,7 +208,7 @@ int rbln_vm_bind_init(struct rbln_device *rdev)
 int rbln_vm_bind_open(struct rbln_file *rfile, struct rbln_device *rdev)
 {
 	return drm_sched_entity_init(&rfile->bind_entity, DRM_SCHED_PRIORITY_NORMAL,
-				     &rdev->bind_sched_list, 1, NULL);
+				     &rdev->bind_sched, 1, NULL);
 }
 
 /**

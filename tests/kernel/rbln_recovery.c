@@ -946,6 +946,65 @@ TEST(close_before_a_removed_device_frees_a_bind_job)
 	close_before_removed_device_frees(_metadata, true);
 }
 
+/* The names SYNC_IOC_FILE_INFO gives for the one fence of sync_file @fd. */
+static int sync_file_names(int fd, struct sync_fence_info *fence)
+{
+	struct sync_file_info info = {
+		.num_fences = 1,
+		.sync_fence_info = (uintptr_t)fence,
+	};
+
+	memset(fence, 0, sizeof(*fence));
+	if (ioctl(fd, SYNC_IOC_FILE_INFO, &info))
+		return -errno;
+	return info.num_fences == 1 && info.status == 1 ? 0 : -EINVAL;
+}
+
+/*
+ * A job's fence outlives its device: a sync_file kept past the device's
+ * removal, when nothing else holds the device, still names its timeline.
+ * drm_sched's fences read the name from their scheduler, which went with
+ * the device: SYNC_IOC_FILE_INFO read freed memory (KASAN reports it on
+ * the debug kernel). The fences of a job and of a bind job both.
+ */
+TEST(sync_files_outlive_their_device)
+{
+	static const char *const timeline[] = { "rbln", "rbln-bind" };
+	struct drm_rbln_sync sig = { 0 };
+	struct rbln_test_victim vic;
+	struct sync_fence_info fence;
+	struct ctx gone, other;
+	struct rbln_drm_cmd c;
+	int fd, sync_fd[2], added = 0;
+	uint64_t va;
+	unsigned int i;
+
+	ASSERT_EQ(0, hot_open(&vic, &gone, &other, &added));
+	fd = rbln_drm_fd(gone.dev);
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig.handle));
+	rbln_drm_cmd_init(&c, gone.cmd.cpu, gone.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	ASSERT_EQ(0, rbln_drm_submit(gone.dev, gone.queue, gone.cmd.va, c.len, &gone.cmd.handle,
+				     1, NULL, 0, &sig));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(fd, sig.handle, &sync_fd[0]));
+	ASSERT_EQ(0, rbln_drm_vm_reserve(gone.dev, MIB, 0, &va));
+	ASSERT_EQ(0, rbln_drm_vm_map(gone.dev, va, MIB, gone.mem.handle, 0, 0, NULL, 0, &sig));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(fd, sig.handle, &sync_fd[1]));
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(1, sync_file_wait_status(sync_fd[i], 10000));
+	ctx_close(&gone);
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
+
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, sync_file_names(sync_fd[i], &fence));
+		EXPECT_STREQ(timeline[i], fence.obj_name);
+		EXPECT_STREQ("drm_sched", fence.driver_name);
+		close(sync_fd[i]);
+	}
+	EXPECT_EQ(1, ctx_check(&other, 10));
+	ASSERT_EQ(0, hot_close(&vic, &other, added));
+}
+
 TEST(close_with_a_hung_job)
 {
 	struct drm_rbln_sync sig = { 0 };
