@@ -252,7 +252,9 @@ static struct rbln_emu_dev *rbln_emu_peer(struct rbln_emu_dev *edev, unsigned in
 static int rbln_emu_translate(struct rbln_emu_ctx *ctx, u64 va, u64 len, bool write,
 			      void **ptr, u64 *run)
 {
-	u64 entry = rbln_emu_host_u64(ctx->edev, READ_ONCE(ctx->edev->ctx_table), ctx->index);
+	u64 table = READ_ONCE(ctx->edev->ctx_table);
+	/* None, as during a function reset: no context, not one read at address 0. */
+	u64 entry = table ? rbln_emu_host_u64(ctx->edev, table, ctx->index) : 0;
 	u64 offset = va & (PAGE_SIZE - 1);
 	struct rbln_emu_dev *owner = ctx->edev;
 	int level;
