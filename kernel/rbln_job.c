@@ -598,8 +598,12 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct drm_sched_job *sched_job)
 		return DRM_GPU_SCHED_STAT_ENODEV;
 	}
 
-	drm_sched_wqueue_stop(&ring->sched);
+	/*
+	 * Stopped under the lock: a function reset another ring's timeout
+	 * runs meanwhile restarts every ring but its own, this one too.
+	 */
 	mutex_lock(&rdev->reset_lock);
+	drm_sched_wqueue_stop(&ring->sched);
 	if (rbln_ring_reset(ring)) {
 		rbln_ring_complete(ring);
 		/* Counted before the fence signals: whoever waits on it sees the reset. */
