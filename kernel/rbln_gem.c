@@ -427,18 +427,23 @@ static struct drm_gem_object *rbln_host_bo_import(struct drm_device *drm,
 struct drm_gem_object *rbln_gem_prime_import(struct drm_device *drm,
 					     struct dma_buf *dma_buf)
 {
-	/* drm_gem_prime_export() makes every rbln dma-buf owned by us. */
-	if (dma_buf->owner == THIS_MODULE) {
-		struct drm_gem_object *obj = dma_buf->priv;
+	struct drm_gem_object *obj, *imported;
 
-		if (obj->dev == drm) {
-			drm_gem_object_get(obj);
-			return obj;
-		}
-		if (to_rbln_bo(obj)->placement == RBLN_BO_DEVICE)
-			return rbln_device_bo_import_peer(drm, dma_buf);
+	/* drm_gem_prime_export() makes every rbln dma-buf owned by us. */
+	if (dma_buf->owner != THIS_MODULE)
+		return rbln_host_bo_import(drm, dma_buf);
+	obj = dma_buf->priv;
+	if (obj->dev == drm) {
+		drm_gem_object_get(obj);
+		return obj;
 	}
-	return rbln_host_bo_import(drm, dma_buf);
+	if (to_rbln_bo(obj)->placement == RBLN_BO_DEVICE)
+		return rbln_device_bo_import_peer(drm, dma_buf);
+	/* What its own device may not write, neither may this one. */
+	imported = rbln_host_bo_import(drm, dma_buf);
+	if (!IS_ERR(imported))
+		to_rbln_bo(imported)->flags |= to_rbln_bo(obj)->flags & RBLN_BO_READ_ONLY;
+	return imported;
 }
 
 /* --- ioctls ---------------------------------------------------------------- */
