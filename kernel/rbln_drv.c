@@ -130,6 +130,7 @@ static void rbln_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 {
 	rbln_job_show_fdinfo(p, file);
 	rbln_gem_show_fdinfo(p, file);
+	rbln_vm_show_fdinfo(p, to_rbln_file(file)->vm);
 }
 
 static const struct drm_ioctl_desc rbln_ioctls[] = {

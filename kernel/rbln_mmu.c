@@ -19,6 +19,7 @@
 #include <linux/workqueue.h>
 
 #include <drm/drm_managed.h>
+#include <drm/drm_print.h>
 
 #include <uapi/drm/rbln_accel.h>
 
@@ -99,6 +100,12 @@ int rbln_mmu_init(struct rbln_device *rdev)
 	return drmm_add_action_or_reset(&rdev->drm, rbln_mmu_fini, NULL);
 }
 
+/* What a table at @level takes: its page, and a leaf's parent's array of children. */
+static u64 rbln_pt_bytes(unsigned int level)
+{
+	return PAGE_SIZE + (level ? RBLN_PT_ENTRIES * sizeof(struct rbln_pt *) : 0);
+}
+
 static int rbln_pt_alloc(struct rbln_device *rdev, struct rbln_pt *pt, unsigned int level)
 {
 	/*
@@ -153,6 +160,7 @@ void rbln_mmu_unplug(struct rbln_device *rdev)
 		rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
 		vm->root.cpu = NULL;
 		vm->root.child = NULL;
+		vm->pt_bytes = 0;
 		mutex_unlock(&vm->lock);
 	}
 	rbln_ctx_table_free(rdev);
@@ -182,6 +190,7 @@ static struct rbln_pt *rbln_pt_leaf(struct rbln_vm *vm, u64 va, bool alloc)
 				return NULL;
 			}
 			pt->child[idx] = next;
+			vm->pt_bytes += rbln_pt_bytes(level - 1);
 			/* The device may walk here now: entry last. */
 			WRITE_ONCE(pt->cpu[idx], next->dma | RBLN_PTE_VALID);
 		}
@@ -327,19 +336,120 @@ static int rbln_mapping_bind(struct rbln_vm *vm, struct rbln_mapping *map)
  */
 int rbln_vm_pt_prepare(struct rbln_vm *vm, u64 va, u64 size)
 {
-	u64 last = va + size - 1;
+	u64 first = va, last = va + size - 1;
+	struct rbln_pt *leaf;
 
 	lockdep_assert_held(&vm->lock);
 	if (!vm->root.cpu)
 		return -ENODEV;
 	/* One leaf covers 2 MiB: one lookup per leaf, and the last. */
 	for (; va <= last; va = round_down(va, SZ_2M) + SZ_2M) {
-		if (!rbln_pt_leaf(vm, va, true))
+		leaf = rbln_pt_leaf(vm, va, true);
+		if (!leaf) {
+			if (va != first)
+				rbln_vm_pt_unpin(vm, first, round_down(va, SZ_2M) - first);
 			return -ENOMEM;
+		}
+		leaf->pins++;
 		if (round_down(va, SZ_2M) == round_down(last, SZ_2M))
 			break;
 	}
 	return 0;
+}
+
+/**
+ * rbln_vm_pt_unpin() - the MAP job that prepared [@va, + @size) is done
+ * @vm: the address space, locked
+ * @va: what rbln_vm_pt_prepare() was given
+ * @size: likewise
+ *
+ * Whether it ran or was killed, its leaves may go with an unbind now.
+ */
+void rbln_vm_pt_unpin(struct rbln_vm *vm, u64 va, u64 size)
+{
+	u64 last = va + size - 1;
+	struct rbln_pt *leaf;
+
+	lockdep_assert_held(&vm->lock);
+	for (; va <= last; va = round_down(va, SZ_2M) + SZ_2M) {
+		/* None once the device is unplugged: the tables went. */
+		leaf = rbln_pt_leaf(vm, va, false);
+		if (leaf && !WARN_ON(!leaf->pins))
+			leaf->pins--;
+		if (round_down(va, SZ_2M) == round_down(last, SZ_2M))
+			break;
+	}
+}
+
+/*
+ * Detaches onto *@dead the tables under @pt (at @level, covering @base
+ * onwards) that map nothing of [@start, @end] any more; whether @pt itself
+ * maps nothing now. A leaf a MAP job is to write stays.
+ */
+static bool rbln_pt_prune(struct rbln_pt *pt, unsigned int level, u64 base, u64 start,
+			  u64 last, struct rbln_pt **dead)
+{
+	u64 span = BIT_ULL(PT_SHIFT(level)), end;
+	unsigned int i, lo, hi;
+
+	if (!level) {
+		if (pt->pins)
+			return false;
+		for (i = 0; i < RBLN_PT_ENTRIES; i++)
+			if (pt->cpu[i])
+				return false;
+		return true;
+	}
+	end = base + RBLN_PT_ENTRIES * span - 1;
+	lo = (max(start, base) - base) >> PT_SHIFT(level);
+	hi = (min(last, end) - base) >> PT_SHIFT(level);
+	for (i = lo; i <= hi; i++) {
+		struct rbln_pt *child = pt->child[i];
+
+		if (child && rbln_pt_prune(child, level - 1, base + i * span, start, last, dead)) {
+			WRITE_ONCE(pt->cpu[i], 0);
+			pt->child[i] = NULL;
+			child->dead = *dead;
+			*dead = child;
+		}
+	}
+	for (i = 0; i < RBLN_PT_ENTRIES; i++)
+		if (pt->child[i])
+			return false;
+	return true;
+}
+
+/**
+ * rbln_vm_pt_prune() - free the tables an unbind of [@va, + @size) emptied
+ * @vm: the address space, locked
+ * @va: page-aligned start
+ * @size: page-aligned size, its entries cleared and invalidated
+ *
+ * Otherwise a file could map and unmap a page at every 2 MiB of its
+ * reservations and hold a table for each until it closes. The device may
+ * walk a table until its parent's entry is cleared and invalidated: only
+ * then does its memory go.
+ */
+void rbln_vm_pt_prune(struct rbln_vm *vm, u64 va, u64 size)
+{
+	struct rbln_pt *dead = NULL, *pt;
+
+	lockdep_assert_held(&vm->lock);
+	if (!vm->root.cpu)
+		return;
+	rbln_pt_prune(&vm->root, RBLN_PT_LEVELS - 1, 0, va, va + size - 1, &dead);
+	if (!dead)
+		return;
+	rbln_mmu_invalidate(vm->rdev);
+	while (dead) {
+		pt = dead;
+		dead = pt->dead;
+		/* Emptied: no child left to free with it. */
+		vm->pt_bytes -= rbln_pt_bytes(pt->child ? 1 : 0);
+		kfree(pt->child);
+		dma_free_coherent(vm->rdev->hw->dma_dev, PAGE_SIZE, pt->cpu, pt->dma);
+		kfree(pt);
+	}
 }
 
 /**
@@ -415,6 +525,7 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 	}
 	INIT_LIST_HEAD(&vm->link);
 	kref_init(&vm->ref);
+	vm->pt_bytes = rbln_pt_bytes(RBLN_PT_LEVELS - 1);
 	vm->rdev = rdev;
 	init_waitqueue_head(&vm->jobs_done);
 	mutex_init(&vm->lock);
@@ -734,6 +845,23 @@ struct rbln_bo *rbln_vm_bo_at(struct rbln_vm *vm, u64 va)
 	}
 	mutex_unlock(&vm->lock);
 	return bo;
+}
+
+/**
+ * rbln_vm_show_fdinfo() - the page-table key of a file's fdinfo
+ * @p: where to print
+ * @vm: the file's address space
+ *
+ * Kernel memory the file holds beyond its objects, which no region counts.
+ */
+void rbln_vm_show_fdinfo(struct drm_printer *p, struct rbln_vm *vm)
+{
+	u64 bytes;
+
+	mutex_lock(&vm->lock);
+	bytes = vm->pt_bytes;
+	mutex_unlock(&vm->lock);
+	drm_printf(p, "rbln-page-tables:\t%llu KiB\n", bytes >> 10);
 }
 
 /**

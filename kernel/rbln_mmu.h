@@ -43,11 +43,16 @@ struct seq_file;
  * @cpu: the 512 entries the device reads.
  * @dma: their DMA address.
  * @child: next-level tables, NULL at the leaf level.
+ * @pins: VM_BIND MAP jobs queued to write this leaf, which made it
+ *	(rbln_vm_pt_prepare()): an unbind does not free it under them.
+ * @dead: in the list of tables an unbind frees (rbln_vm_pt_prune()).
  */
 struct rbln_pt {
 	u64 *cpu;
 	dma_addr_t dma;
 	struct rbln_pt **child;
+	unsigned int pins;
+	struct rbln_pt *dead;
 };
 
 /**
@@ -75,6 +80,8 @@ struct rbln_pt {
  * @jobs_done: woken when @jobs drops to zero, and to half the max_jobs
  *	module parameter, for submissions waiting for room.
  * @put_work: drops the last reference for rbln_vm_put_async().
+ * @pt_bytes: memory its page tables take, the device's and the shadows'
+ *	child arrays (fdinfo's rbln-page-tables); under @lock.
  */
 struct rbln_vm {
 	struct kref ref;
@@ -92,6 +99,7 @@ struct rbln_vm {
 	atomic_t failed_jobs;
 	wait_queue_head_t jobs_done;
 	struct work_struct put_work;
+	u64 pt_bytes;
 };
 
 /**
@@ -148,7 +156,10 @@ void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo);
 int rbln_vm_va_of(struct rbln_vm *vm, struct rbln_bo *bo, u64 *va);
 struct rbln_bo *rbln_vm_bo_at(struct rbln_vm *vm, u64 va);
 void rbln_vm_describe(struct rbln_vm *vm, struct seq_file *m);
+void rbln_vm_show_fdinfo(struct drm_printer *p, struct rbln_vm *vm);
 int rbln_vm_pt_prepare(struct rbln_vm *vm, u64 va, u64 size);
+void rbln_vm_pt_unpin(struct rbln_vm *vm, u64 va, u64 size);
+void rbln_vm_pt_prune(struct rbln_vm *vm, u64 va, u64 size);
 void rbln_vm_pt_map(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset, u64 size,
 		    u32 perm);
 void rbln_vm_pt_clear(struct rbln_vm *vm, u64 va, u64 size);

@@ -104,10 +104,10 @@ static void rbln_bind_apply(struct rbln_bind_job *job, bool ran)
 		return;
 	job->done = true;
 	if (job->op == RBLN_VM_BIND_MAP) {
-		if (!ran)
-			return;
 		mutex_lock(&vm->lock);
-		rbln_vm_pt_map(vm, job->va, job->bo, job->offset, job->size, job->perm);
+		if (ran)
+			rbln_vm_pt_map(vm, job->va, job->bo, job->offset, job->size, job->perm);
+		rbln_vm_pt_unpin(vm, job->va, job->size);
 		mutex_unlock(&vm->lock);
 		return;
 	}
@@ -119,6 +119,11 @@ static void rbln_bind_apply(struct rbln_bind_job *job, bool ran)
 		rbln_vm_pt_clear(vm, start, end - start);
 	}
 	rbln_mmu_invalidate(vm->rdev);
+	list_for_each_entry(map, &job->unmapped, unbind_link) {
+		start = max(map->base.va.addr, job->va);
+		end = min(map->base.va.addr + map->base.va.range, job->va + job->size);
+		rbln_vm_pt_prune(vm, start, end - start);
+	}
 	mutex_unlock(&vm->lock);
 	/* Only now may the memory go. */
 	list_for_each_entry_safe(map, tmp, &job->unmapped, unbind_link)
@@ -433,6 +438,7 @@ static int rbln_bind_map(struct rbln_bind_job *job, struct rbln_va *map)
 	vm_bo = drm_gpuvm_bo_obtain(&vm->gpuvm, &bo->base.base);
 	if (IS_ERR(vm_bo)) {
 		mutex_unlock(&bo->map_lock);
+		rbln_vm_pt_unpin(vm, job->va, job->size);
 		return PTR_ERR(vm_bo);
 	}
 	drm_gpuva_init(&map->base, job->va, job->size, &bo->base.base, job->offset);
