@@ -444,10 +444,9 @@ void rbln_vm_pt_prune(struct rbln_vm *vm, u64 va, u64 size)
 	while (dead) {
 		pt = dead;
 		dead = pt->dead;
-		/* Emptied: no child left to free with it. */
+		/* Emptied: whatever its level, no child is left to free with it. */
 		vm->pt_bytes -= rbln_pt_bytes(pt->child ? 1 : 0);
-		kfree(pt->child);
-		dma_free_coherent(vm->rdev->hw->dma_dev, PAGE_SIZE, pt->cpu, pt->dma);
+		rbln_pt_free(vm->rdev, pt, pt->child ? 1 : 0);
 		kfree(pt);
 	}
 }

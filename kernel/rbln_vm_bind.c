@@ -119,11 +119,7 @@ static void rbln_bind_apply(struct rbln_bind_job *job, bool ran)
 		rbln_vm_pt_clear(vm, start, end - start);
 	}
 	rbln_mmu_invalidate(vm->rdev);
-	list_for_each_entry(map, &job->unmapped, unbind_link) {
-		start = max(map->base.va.addr, job->va);
-		end = min(map->base.va.addr + map->base.va.range, job->va + job->size);
-		rbln_vm_pt_prune(vm, start, end - start);
-	}
+	rbln_vm_pt_prune(vm, job->va, job->size);
 	mutex_unlock(&vm->lock);
 	/* Only now may the memory go. */
 	list_for_each_entry_safe(map, tmp, &job->unmapped, unbind_link)
