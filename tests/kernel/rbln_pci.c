@@ -78,22 +78,29 @@ TEST(function_is_the_npu_on_the_pci_bus)
 /*
  * Jobs on every ring raise every ring's vector; a fault raises the fault
  * vector, which nothing else does.
+ *
+ * Which ring a queue runs on is the scheduler's choice: the least loaded
+ * when the queue's first job is armed, kept while the queue has jobs
+ * pending. So every queue's first job waits for a job of another file that
+ * hangs until the timeout: no job finishes before all queues are placed,
+ * each lands on the ring with the fewest queues, and QUEUES >= rings fill
+ * them all.
  */
 TEST(each_ring_and_faults_have_a_vector_of_their_own)
 {
 	const char *name = rbln_test_dev_name(0);
-	struct drm_rbln_sync sync = { 0 };
-	struct rbln_test_buf cmd, mem;
-	struct rbln_drm_device *dev;
+	struct drm_rbln_sync done[QUEUES] = { 0 }, gate = { 0 };
+	struct rbln_test_buf cmd, mem, hang_cmd;
+	struct rbln_drm_device *dev, *hanger;
 	long long before[16], faults, rings;
-	uint32_t queue[QUEUES], bos[2];
-	struct rbln_drm_cmd c;
+	uint32_t queue[QUEUES], done_handles[QUEUES], bos[2], hang_queue;
+	struct rbln_drm_cmd c, nop;
 	char what[16];
-	int q, r, j;
+	int q, r, j, fd;
 
 	rings = rbln_test_attr(0, "num_rings");
 	ASSERT_LT(0, rings);
-	ASSERT_GE(16, rings);
+	ASSERT_GE(QUEUES, rings);
 	for (r = 0; r < rings; r++) {
 		snprintf(what, sizeof(what), "ring%d", r);
 		before[r] = irq_count(name, what);
@@ -109,16 +116,39 @@ TEST(each_ring_and_faults_have_a_vector_of_their_own)
 	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, mem.va, 7, MIB));
 	bos[0] = mem.handle;
 	bos[1] = cmd.handle;
-	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &sync.handle));
-	/* Queues with work at once spread over the rings. */
-	for (q = 0; q < QUEUES; q++)
+	for (q = 0; q < QUEUES; q++) {
 		ASSERT_EQ(0, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue[q]));
+		ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &done[q].handle));
+		done_handles[q] = done[q].handle;
+	}
+
+	/* Another file's, as the file of a hung job is banned. */
+	ASSERT_EQ(0, rbln_test_open(0, &hanger));
+	ASSERT_EQ(0, rbln_drm_queue_create(hanger, RBLN_QUEUE_PRIORITY_NORMAL, &hang_queue));
+	ASSERT_EQ(0, rbln_test_buf_new(hanger, 4096, RBLN_BO_HOST, 0, &hang_cmd));
+	rbln_drm_cmd_init(&nop, hang_cmd.cpu, hang_cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&nop));
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(hanger), 0, &gate.handle));
+	ASSERT_EQ(0, rbln_test_inject(0, "hang"));
+	ASSERT_EQ(0, rbln_drm_submit(hanger, hang_queue, hang_cmd.va, nop.len, &hang_cmd.handle, 1,
+				     NULL, 0, &gate));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(hanger), gate.handle, &fd));
+	ASSERT_EQ(0, drmSyncobjDestroy(rbln_drm_fd(hanger), gate.handle));
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &gate.handle));
+	ASSERT_EQ(0, drmSyncobjImportSyncFile(rbln_drm_fd(dev), gate.handle, fd));
+	close(fd);
+
 	for (j = 0; j < 8; j++)
 		for (q = 0; q < QUEUES; q++)
 			ASSERT_EQ(0, rbln_drm_submit(dev, queue[q], cmd.va, c.len, bos, 2,
-						     NULL, 0, j == 7 && q == QUEUES - 1 ? &sync : NULL));
-	ASSERT_EQ(0, drmSyncobjWait(rbln_drm_fd(dev), &sync.handle, 1,
-				    rbln_test_deadline_ns(20000), 0, NULL));
+						     j ? NULL : &gate, j ? 0 : 1,
+						     j == 7 ? &done[q] : NULL));
+	/* All of them: a job still running would take the fault injected below. */
+	ASSERT_EQ(0, drmSyncobjWait(rbln_drm_fd(dev), done_handles, QUEUES,
+				    rbln_test_deadline_ns(20000),
+				    DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, NULL));
+	for (q = 0; q < QUEUES; q++)
+		EXPECT_EQ(1, rbln_test_sync_status(dev, done[q].handle, 0)) TH_LOG("queue %d", q);
 	for (r = 0; r < rings; r++) {
 		snprintf(what, sizeof(what), "ring%d", r);
 		EXPECT_LT(before[r], irq_count(name, what)) TH_LOG("ring %d raised nothing", r);
@@ -128,7 +158,11 @@ TEST(each_ring_and_faults_have_a_vector_of_their_own)
 	ASSERT_EQ(0, rbln_test_inject(0, "fault"));
 	EXPECT_EQ(-EFAULT, rbln_test_run(dev, queue[0], &cmd, c.len, &mem.handle, 1, 10000));
 	EXPECT_LT(faults, irq_count(name, "fault"));
-	drmSyncobjDestroy(rbln_drm_fd(dev), sync.handle);
+	drmSyncobjDestroy(rbln_drm_fd(dev), gate.handle);
+	for (q = 0; q < QUEUES; q++)
+		drmSyncobjDestroy(rbln_drm_fd(dev), done[q].handle);
+	rbln_test_buf_free(hanger, &hang_cmd);
+	rbln_drm_close(hanger);
 	rbln_test_buf_free(dev, &cmd);
 	rbln_test_buf_free(dev, &mem);
 	rbln_drm_close(dev);
