@@ -56,7 +56,7 @@ MODULE_PARM_DESC(job_timeout_ms, "A job running longer is abandoned and its ring
  */
 static unsigned int max_jobs = 4096;
 module_param_cb(max_jobs, &rbln_positive_param_ops, &max_jobs, 0444);
-MODULE_PARM_DESC(max_jobs, "Unfinished jobs a file may have; SUBMIT beyond waits until half have retired (default: 4096)");
+MODULE_PARM_DESC(max_jobs, "Unfinished jobs, and bind jobs, a file may have; SUBMIT or VM_BIND beyond waits until half have retired (default: 4096)");
 
 /**
  * struct rbln_ring - the driver's side of one hardware ring
@@ -640,10 +640,36 @@ static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job
 	return status;
 }
 
-/* A job of @vm is gone, or a submission gave up its room. */
-static void rbln_vm_room_put(struct rbln_vm *vm)
+/**
+ * rbln_vm_room_get() - take room for one more unfinished job of a context
+ * @vm: the context
+ * @count: its count of jobs (SUBMIT) or of bind jobs (VM_BIND)
+ *
+ * A file has at most max_jobs of each, or its jobs, waiting behind one that
+ * never ends before the job timeout, could take all the kernel's memory.
+ * Room is taken before anything is allocated, so a signal leaves nothing
+ * to undo, and atomically, so that racing callers cannot all see room for
+ * one. Waiters are woken when half of @count has retired
+ * (rbln_vm_room_put()) and then take what room there is.
+ *
+ * Return: 0, or -ERESTARTSYS if a signal came first.
+ */
+int rbln_vm_room_get(struct rbln_vm *vm, atomic_t *count)
 {
-	int left = atomic_dec_return(&vm->jobs);
+	if (atomic_add_unless(count, 1, max_jobs) ||
+	    !wait_event_interruptible(vm->jobs_done, atomic_add_unless(count, 1, max_jobs)))
+		return 0;
+	return -ERESTARTSYS;
+}
+
+/**
+ * rbln_vm_room_put() - a job of @vm is gone, or a caller gave up its room
+ * @vm: the context
+ * @count: what rbln_vm_room_get() counted it in
+ */
+void rbln_vm_room_put(struct rbln_vm *vm, atomic_t *count)
+{
+	int left = atomic_dec_return(count);
 
 	if (!left || left == max_jobs / 2)
 		wake_up_all(&vm->jobs_done);
@@ -662,7 +688,7 @@ static void rbln_job_free(struct rbln_job *job)
 		dma_fence_put(&job->fence->base);
 	else
 		kfree(job->fence);
-	rbln_vm_room_put(job->vm);
+	rbln_vm_room_put(job->vm, &job->vm->jobs);
 	rbln_job_slow_free_wait(job->vm->rdev);
 	rbln_vm_put_async(job->vm);
 	kvfree(job);
@@ -1066,16 +1092,9 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	ret = rbln_submit_check(rdev, args);
 	if (ret)
 		return ret;
-	/*
-	 * Room for the job is taken before anything is allocated, so a signal
-	 * leaves nothing to undo, and atomically, so that racing submissions
-	 * cannot all see room for one. Waiters are woken when half the jobs
-	 * have retired (rbln_vm_room_put()) and then take what room there is.
-	 */
-	if (!atomic_add_unless(&rfile->vm->jobs, 1, max_jobs) &&
-	    wait_event_interruptible(rfile->vm->jobs_done,
-				     atomic_add_unless(&rfile->vm->jobs, 1, max_jobs)))
-		return -ERESTARTSYS;
+	ret = rbln_vm_room_get(rfile->vm, &rfile->vm->jobs);
+	if (ret)
+		return ret;
 	/* After the wait: a job ahead may have faulted, or the device gone. */
 	ret = -ECANCELED;
 	if (atomic_read(&rfile->vm->banned))
@@ -1091,10 +1110,10 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 	if (!queue)
 		goto out_room;
 
-	job = kvzalloc(struct_size(job, bos, args->bo_count), GFP_KERNEL);
+	job = kvzalloc(struct_size(job, bos, args->bo_count), GFP_KERNEL_ACCOUNT);
 	if (job) {
 		job->bo_count = args->bo_count;
-		job->fence = kzalloc(sizeof(*job->fence), GFP_KERNEL);
+		job->fence = kzalloc(sizeof(*job->fence), GFP_KERNEL_ACCOUNT);
 	}
 	if (!job || !job->fence) {
 		kvfree(job);
@@ -1164,7 +1183,7 @@ err_job:
 	return ret;
 
 out_room:
-	rbln_vm_room_put(rfile->vm);
+	rbln_vm_room_put(rfile->vm, &rfile->vm->jobs);
 	return ret;
 }
 

@@ -77,8 +77,10 @@ struct rbln_pt {
  * @banned: set when a job of the context faulted: no more submissions.
  * @busy_ns: time the device spent on the context's jobs.
  * @jobs: jobs of the context not yet freed.
- * @jobs_done: woken when @jobs drops to zero, and to half the max_jobs
- *	module parameter, for submissions waiting for room.
+ * @bind_jobs: bind jobs of the context not yet freed.
+ * @jobs_done: woken when @jobs or @bind_jobs drops to zero, and to half
+ *	the max_jobs module parameter, for callers waiting for room
+ *	(rbln_vm_room_get()).
  * @put_work: drops the last reference for rbln_vm_put_async().
  * @pt_bytes: memory its page tables take, the device's and the shadows'
  *	child arrays (fdinfo's rbln-page-tables); under @lock.
@@ -96,6 +98,7 @@ struct rbln_vm {
 	atomic_t banned;
 	atomic64_t busy_ns;
 	atomic_t jobs;
+	atomic_t bind_jobs;
 	atomic_t failed_jobs;
 	wait_queue_head_t jobs_done;
 	struct work_struct put_work;

@@ -136,6 +136,7 @@ static void rbln_bind_job_free(struct rbln_bind_job *job)
 {
 	if (job->bo)
 		drm_gem_object_put(&job->bo->base.base);
+	rbln_vm_room_put(job->vm, &job->vm->bind_jobs);
 	rbln_job_slow_free_wait(job->vm->rdev);
 	rbln_vm_put_async(job->vm);
 	kfree(job);
@@ -546,11 +547,17 @@ int rbln_vm_bind_ioctl(struct drm_device *drm, void *data, struct drm_file *file
 	ret = rbln_vm_bind_check(args);
 	if (ret)
 		return ret;
+	ret = rbln_vm_room_get(vm, &vm->bind_jobs);
+	if (ret)
+		return ret;
 
-	job = kzalloc(sizeof(*job), GFP_KERNEL);
-	if (!job)
+	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
+	if (!job) {
+		rbln_vm_room_put(vm, &vm->bind_jobs);
 		return -ENOMEM;
+	}
 	INIT_LIST_HEAD(&job->unmapped);
+	/* The job has the room now: freeing it gives it back. */
 	job->vm = rbln_vm_get(vm);
 	job->op = args->op;
 	job->va = args->va;

@@ -545,6 +545,55 @@ TEST_F(recovery, submit_waits_for_room_at_max_jobs)
 	EXPECT_EQ(1, ctx_check(&self->a, 12));
 }
 
+/*
+ * Bind jobs have a room of their own, as large: max_jobs binds wait
+ * behind a hung job (an unmap waits for every job submitted before it,
+ * and binds run in order), and the next one returns only after the hung
+ * job timed out. Without
+ * the bound, a file could queue binds until the kernel ran out of memory.
+ */
+TEST_F(recovery, vm_bind_waits_for_room_at_max_jobs)
+{
+	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs");
+	struct drm_rbln_sync hung = { 0 }, sig = { 0 };
+	int fd = rbln_drm_fd(self->a.dev), status;
+	struct rbln_drm_cmd c;
+	long long i;
+	uint64_t va;
+
+	ASSERT_EQ(0, max_jobs % 2);
+	ASSERT_GE(64, max_jobs) TH_LOG("the suite runs with a small max_jobs");
+	ASSERT_EQ(0, rbln_drm_vm_reserve(self->a.dev, MIB, 0, &va));
+	ASSERT_EQ(0, rbln_test_vm_map(self->a.dev, va, MIB, self->a.mem.handle, 0, 0));
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	rbln_drm_cmd_nop(&c);
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
+	ASSERT_EQ(0, inject(rbln_test_dev_name(0), "hang"));
+	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
+				     &self->a.cmd.handle, 1, NULL, 0, &hung));
+	/* Unmapping what is not mapped fails: unmaps and maps take turns. */
+	for (i = 0; i < max_jobs; i++) {
+		int ret = i % 2 ? rbln_drm_vm_map(self->a.dev, va, MIB, self->a.mem.handle, 0, 0,
+						  NULL, 0, NULL) :
+				  rbln_drm_vm_unmap(self->a.dev, va, MIB, NULL, 0, NULL);
+
+		ASSERT_EQ(0, ret) TH_LOG("bind %lld", i);
+	}
+	/* The regular room is another: a job goes in at once. */
+	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
+				     &self->a.cmd.handle, 1, NULL, 0, NULL));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hung.handle, 0, &status));
+	ASSERT_EQ(0, status);
+
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig.handle));
+	ASSERT_EQ(0, rbln_drm_vm_unmap(self->a.dev, va, MIB, NULL, 0, &sig));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hung.handle, 0, &status));
+	EXPECT_EQ(-ETIMEDOUT, status);
+	EXPECT_EQ(1, rbln_test_sync_status(self->a.dev, sig.handle, 10000));
+	/* The bound is per file: the other file goes on as before. */
+	EXPECT_EQ(1, ctx_check(&self->b, 11));
+}
+
 struct herd {
 	struct rbln_drm_device *dev;
 	uint32_t queue, cmd;
@@ -563,7 +612,7 @@ static void *herd_submit(void *p)
 	return NULL;
 }
 
-/* Thread @tid sleeps in SUBMIT's wait for room. */
+/* Thread @tid sleeps in the wait for room (rbln_vm_room_get()). */
 static bool waits_for_room(pid_t tid)
 {
 	char path[64], wchan[64] = "";
@@ -576,7 +625,7 @@ static bool waits_for_room(pid_t tid)
 	if (!fgets(wchan, sizeof(wchan), f))
 		wchan[0] = '\0';
 	fclose(f);
-	return !strcmp(wchan, "rbln_submit_ioctl");
+	return !strcmp(wchan, "rbln_vm_room_get");
 }
 
 /* Which of the herd's submitters returned, and which sleep in SUBMIT: bit i each. */
