@@ -106,18 +106,23 @@ static u64 rbln_pt_bytes(unsigned int level)
 	return PAGE_SIZE + (level ? RBLN_PT_ENTRIES * sizeof(struct rbln_pt *) : 0);
 }
 
+/*
+ * A context's tables are made in the calls of its file (open, SUBMIT,
+ * VM_BIND) and charged to the caller's memory cgroup: a process mapping a
+ * page a GiB apart takes the memory of two tables each time.
+ */
 static int rbln_pt_alloc(struct rbln_device *rdev, struct rbln_pt *pt, unsigned int level)
 {
 	/*
 	 * Not a dma_pool: page tables outlive the bus device's sysfs directory
 	 * (files stay open after removal), where a pool keeps an attribute.
 	 */
-	pt->cpu = dma_alloc_coherent(rdev->hw->dma_dev, PAGE_SIZE, &pt->dma, GFP_KERNEL);
+	pt->cpu = dma_alloc_coherent(rdev->hw->dma_dev, PAGE_SIZE, &pt->dma, GFP_KERNEL_ACCOUNT);
 	if (!pt->cpu)
 		return -ENOMEM;
 	pt->child = NULL;
 	if (level) {
-		pt->child = kcalloc(RBLN_PT_ENTRIES, sizeof(*pt->child), GFP_KERNEL);
+		pt->child = kcalloc(RBLN_PT_ENTRIES, sizeof(*pt->child), GFP_KERNEL_ACCOUNT);
 		if (!pt->child) {
 			dma_free_coherent(rdev->hw->dma_dev, PAGE_SIZE, pt->cpu, pt->dma);
 			return -ENOMEM;
@@ -184,7 +189,7 @@ static struct rbln_pt *rbln_pt_leaf(struct rbln_vm *vm, u64 va, bool alloc)
 
 			if (!alloc)
 				return NULL;
-			next = kzalloc(sizeof(*next), GFP_KERNEL);
+			next = kzalloc(sizeof(*next), GFP_KERNEL_ACCOUNT);
 			if (!next || rbln_pt_alloc(vm->rdev, next, level - 1)) {
 				kfree(next);
 				return NULL;
@@ -508,7 +513,7 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 	bool gone;
 	int ret;
 
-	vm = kzalloc(sizeof(*vm), GFP_KERNEL);
+	vm = kzalloc(sizeof(*vm), GFP_KERNEL_ACCOUNT);
 	if (!vm)
 		return ERR_PTR(-ENOMEM);
 	r_obj = drm_gpuvm_resv_object_alloc(&rdev->drm);
@@ -697,7 +702,7 @@ int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo)
 		return 0;
 	}
 
-	map = kzalloc(sizeof(*map), GFP_KERNEL);
+	map = kzalloc(sizeof(*map), GFP_KERNEL_ACCOUNT);
 	if (!map) {
 		mutex_unlock(&vm->lock);
 		return -ENOMEM;

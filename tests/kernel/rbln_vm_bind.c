@@ -7,6 +7,8 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "kselftest_harness.h"
@@ -545,6 +547,71 @@ TEST_F(vm, unbinds_free_the_tables_they_empty)
 	EXPECT_EQ(0x7ab1e5, ((uint32_t *)self->x.out.cpu)[0]);
 	ASSERT_EQ(0, rbln_test_vm_unmap(self->x.dev, va + gib, PAGE));
 	EXPECT_EQ(-EFAULT, fill(&self->x, va + gib, 0, PAGE));
+}
+
+#define CGROUP_ROOT	"/sys/fs/cgroup"
+
+/* A memory cgroup of its own for this process, named after it in @dir; 0 or -errno. */
+static int cgroup_enter(char *dir, size_t size)
+{
+	char pid[16], procs[192];
+
+	if (access(CGROUP_ROOT "/cgroup.controllers", F_OK) &&
+	    mount("cgroup2", CGROUP_ROOT, "cgroup2", 0, NULL))
+		return -errno;
+	snprintf(dir, size, CGROUP_ROOT "/rbln-vm-bind-%d", (int)getpid());
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return -errno;
+	return rbln_sysfs_write(CGROUP_ROOT "/cgroup.subtree_control", "+memory") ?:
+	       rbln_sysfs_write(procs, pid);
+}
+
+static void cgroup_leave(const char *dir)
+{
+	char pid[16];
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	rbln_sysfs_write(CGROUP_ROOT "/cgroup.procs", pid);
+	rmdir(dir);
+}
+
+static long long cgroup_memory(const char *dir)
+{
+	char path[192];
+
+	snprintf(path, sizeof(path), "%s/memory.current", dir);
+	return rbln_sysfs_read_ull(path);
+}
+
+/*
+ * The page tables a file's binds make are charged to the caller's memory
+ * cgroup, as its objects are: otherwise a process could map one page a GiB
+ * apart and take memory no limit of its container bounds.
+ */
+TEST_F(vm, page_tables_are_charged_to_the_callers_memory_cgroup)
+{
+	const uint64_t gib = 1ull << 30, n = 1024;
+	long long tables, charged;
+	char dir[128];
+	uint64_t va, i;
+
+	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, n * gib, gib, &va));
+	ASSERT_EQ(0, cgroup_enter(dir, sizeof(dir)));
+	tables = page_tables(&self->x);
+	charged = cgroup_memory(dir);
+	ASSERT_LE(0, charged);
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(0, rbln_drm_vm_map(self->x.dev, va + i * gib, PAGE, self->x.out.handle,
+					     0, 0, NULL, 0, NULL));
+	tables = page_tables(&self->x) - tables;
+	charged = cgroup_memory(dir) - charged;
+	/* A leaf and a level-1 table each. */
+	EXPECT_LE((long long)n * 12 * 1024, tables);
+	EXPECT_LE(tables, charged)
+		TH_LOG("%lld KiB of page tables, %lld KiB charged", tables >> 10, charged >> 10);
+	cgroup_leave(dir);
 }
 
 TEST_F(vm, map_waits_for_its_syncobjs)
