@@ -210,8 +210,26 @@ static enum drm_gem_object_status rbln_host_bo_status(struct drm_gem_object *obj
 	return shmem->pages || drm_gem_is_imported(obj) ? DRM_GEM_OBJECT_RESIDENT : 0;
 }
 
+/*
+ * An importer's device maps the pages with DMA_ATTR_SKIP_CPU_SYNC
+ * (drm_gem_map_dma_buf()), the object's own device without it
+ * (drm_gem_shmem_get_pages_sgt()). The DMA API's checks let a mapping that
+ * skips the sync overlap one that does not, not the other way round: so
+ * the object's device maps first, and exporting costs what the object's
+ * first job would.
+ */
+static struct dma_buf *rbln_host_bo_export(struct drm_gem_object *obj, int flags)
+{
+	struct sg_table *sgt = rbln_bo_dma_map(to_rbln_bo(obj));
+
+	if (IS_ERR(sgt))
+		return ERR_CAST(sgt);
+	return drm_gem_prime_export(obj, flags);
+}
+
 static const struct drm_gem_object_funcs rbln_host_bo_funcs = {
 	.free = rbln_host_bo_free,
+	.export = rbln_host_bo_export,
 	.open = rbln_gem_open,
 	.close = rbln_gem_close,
 	.print_info = drm_gem_shmem_object_print_info,

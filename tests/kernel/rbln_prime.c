@@ -198,6 +198,50 @@ static int dma_copy(struct rbln_drm_device *dev, uint64_t dst, uint64_t src, uin
 }
 
 /*
+ * Both devices map a shared HOST object for their jobs, the importer's
+ * first, and each reads what the other wrote. The importer's mapping
+ * skips the CPU sync and the exporter's does not: made in this order, the
+ * DMA API's checks (the debug kernel's CONFIG_DMA_API_DEBUG) warned of an
+ * overlap, which fails the run, until exporting mapped the object for its
+ * own device first.
+ */
+TEST_F(prime, host_object_mapped_by_its_importer_first)
+{
+	struct rbln_test_buf shared, ha, hb;
+	struct rbln_drm_bo_info info;
+	uint32_t imported, bos[2];
+	int fd;
+
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, PAGE, RBLN_BO_HOST, 0, &shared));
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, PAGE, RBLN_BO_HOST, 0, &ha));
+	ASSERT_EQ(0, rbln_test_buf_new(self->b, PAGE, RBLN_BO_HOST, 0, &hb));
+	ASSERT_EQ(0, rbln_drm_bo_export(self->a, shared.handle, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->b, fd, &imported));
+	close(fd);
+	ASSERT_EQ(0, rbln_drm_bo_info(self->b, imported, &info));
+
+	fill(hb.cpu, PAGE, 31);
+	bos[0] = imported;
+	bos[1] = hb.handle;
+	EXPECT_EQ(1, dma_copy(self->b, info.va, hb.va, PAGE, bos, 2));
+	EXPECT_TRUE(check(shared.cpu, PAGE, 31));
+	bos[0] = shared.handle;
+	bos[1] = ha.handle;
+	EXPECT_EQ(1, dma_copy(self->a, ha.va, shared.va, PAGE, bos, 2));
+	EXPECT_TRUE(check(ha.cpu, PAGE, 31));
+	fill(shared.cpu, PAGE, 53);
+	bos[0] = imported;
+	bos[1] = hb.handle;
+	EXPECT_EQ(1, dma_copy(self->b, hb.va, info.va, PAGE, bos, 2));
+	EXPECT_TRUE(check(hb.cpu, PAGE, 53));
+
+	rbln_drm_bo_close(self->b, imported);
+	rbln_test_buf_free(self->a, &shared);
+	rbln_test_buf_free(self->a, &ha);
+	rbln_test_buf_free(self->b, &hb);
+}
+
+/*
  * Device 1's jobs read and write device 0's memory through a peer object,
  * also once device 0's own handle is gone: the memory lives while a peer
  * names it.
