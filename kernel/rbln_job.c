@@ -189,6 +189,8 @@ static void rbln_fence_retire(struct rbln_ring *ring, struct rbln_fence *fence, 
 		dma_fence_set_error(&fence->base, error);
 	if (fence->base.error)
 		atomic_inc(&fence->vm->failed_jobs);
+	if (atomic_dec_and_test(&fence->vm->ring_jobs))
+		wake_up_all(&fence->vm->jobs_done);
 	dma_fence_signal_locked(&fence->base);
 	dma_fence_put(&fence->base);
 }
@@ -439,6 +441,7 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	fence->cmd_size = job->cmd_size;
 	rbln_ring_write_entry(ring, fence, slot);
 	list_add_tail(&fence->link, &ring->pending);
+	atomic_inc(&job->vm->ring_jobs);
 	dma_fence_get(&fence->base);
 	tail = (slot + 1) % RBLN_RING_ENTRIES;
 	ring->tail = tail;
@@ -1000,14 +1003,19 @@ int rbln_queue_destroy_ioctl(struct drm_device *drm, void *data, struct drm_file
  * its jobs
  * @rfile: the file
  *
- * Closing returns once the context's jobs are done and freed, so that what
- * they held is released with the file. A queued job is killed when its
- * queue goes, after the scheduler's short grace (drm_sched_entity_flush());
- * jobs on the rings get job_timeout_ms, as long as one job may run, and
- * then the context is canceled: what still runs stops at its next access,
- * what has not started does not, and all end with -ECANCELED. Otherwise a
- * file could hold its closer, or a killed process's exit, for as many
- * timeouts as it has jobs on the rings.
+ * A queued job runs before its queue goes, or, in an exiting process, is
+ * killed after the scheduler's short grace (drm_sched_entity_flush()).
+ * Then the file's jobs get job_timeout_ms, as long as one job may run, to
+ * be done and freed, so that what they held is released with the file.
+ * After that the context is canceled: what still runs stops at its next
+ * access, what has not started does not, and all end with -ECANCELED.
+ * Otherwise a file could hold its closer, or a killed process's exit, for
+ * as many timeouts as it has jobs on the rings.
+ *
+ * Only the jobs on the rings are waited for then, as only they can touch
+ * memory. A killed job is freed once what it waits for has signaled
+ * (drm_sched_entity_kill()): maybe another file's job, behind a queue that
+ * is long or starved. It holds what it uses until then, by reference.
  */
 void rbln_queues_destroy(struct rbln_file *rfile)
 {
@@ -1024,7 +1032,7 @@ void rbln_queues_destroy(struct rbln_file *rfile)
 			       msecs_to_jiffies(job_timeout_ms)))
 		return;
 	rbln_vm_cancel(vm);
-	wait_event(vm->jobs_done, !atomic_read(&vm->jobs));
+	wait_event(vm->jobs_done, !atomic_read(&vm->ring_jobs));
 }
 
 static struct rbln_queue *rbln_queue_get(struct rbln_file *rfile, u32 id)

@@ -78,9 +78,11 @@ struct rbln_pt {
  * @busy_ns: time the device spent on the context's jobs.
  * @jobs: jobs of the context not yet freed.
  * @bind_jobs: bind jobs of the context not yet freed.
- * @jobs_done: woken when @jobs or @bind_jobs drops to zero, and to half
- *	the max_jobs module parameter, for callers waiting for room
- *	(rbln_vm_room_get()).
+ * @ring_jobs: jobs of the context on the rings: written by run_job, their
+ *	fence not yet signaled.
+ * @jobs_done: woken when @jobs, @bind_jobs or @ring_jobs drops to zero,
+ *	and @jobs or @bind_jobs to half the max_jobs module parameter, for
+ *	callers waiting for room (rbln_vm_room_get()).
  * @put_work: drops the last reference for rbln_vm_put_async().
  * @pt_bytes: memory its page tables take, the device's and the shadows'
  *	child arrays (fdinfo's rbln-page-tables); under @lock.
@@ -99,6 +101,7 @@ struct rbln_vm {
 	atomic64_t busy_ns;
 	atomic_t jobs;
 	atomic_t bind_jobs;
+	atomic_t ring_jobs;
 	atomic_t failed_jobs;
 	wait_queue_head_t jobs_done;
 	struct work_struct put_work;

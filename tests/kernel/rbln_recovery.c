@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 
 #include "kselftest_harness.h"
 #include "rbln_test.h"
@@ -523,6 +524,118 @@ static int fill_behind_a_hang(struct ctx *x, const char *name, struct drm_rbln_s
 }
 
 /*
+ * A job that runs until the job timeout ends it: the largest command
+ * buffer of fills, a hundred GiB and more, longer than any job timeout,
+ * scaled (RBLN_TEST_TIMEOUT_SCALE) or not, on any host, even where the
+ * device does not slow down with the guest's kernel, as a device model
+ * process does not. The fills go to @big; the commands, @len bytes, are
+ * in @cmd.
+ */
+static int long_job_new(struct ctx *x, struct rbln_test_buf *big, struct rbln_test_buf *cmd,
+			uint32_t *len)
+{
+	struct rbln_drm_cmd c;
+	uint64_t max_cmd;
+	int ret;
+
+	ret = rbln_test_buf_new(x->dev, 16 * MIB, RBLN_BO_DEVICE, 0, big) ?:
+	      rbln_drm_get_param(x->dev, RBLN_PARAM_MAX_CMD_SIZE, &max_cmd) ?:
+	      rbln_test_buf_new(x->dev, max_cmd, RBLN_BO_HOST, 0, cmd);
+	if (ret)
+		return ret;
+	rbln_drm_cmd_init(&c, cmd->cpu, cmd->size);
+	while (!rbln_drm_cmd_dma_fill(&c, big->va, 0x10ad, 16 * MIB))
+		;
+	*len = c.len;
+	return 0;
+}
+
+/*
+ * A process's job waits for the last of another file's jobs, each of
+ * which runs until the job timeout; the process exits. Its exit kills the
+ * job, which never reached a ring, and returns within the scheduler's
+ * grace and a job timeout or so, not once the other file's jobs are over.
+ * It used to wait, uninterruptibly, for every job of the file to be
+ * freed, and a killed job is freed only once what it waits for has
+ * signaled: another file's queue, long or starved, held the exit (and a
+ * close) in D state. The killed job still holds what it uses until then,
+ * and gives it back after.
+ */
+TEST_F(recovery, exit_does_not_wait_for_another_files_jobs)
+{
+	long long timeout_ms = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/job_timeout_ms");
+	struct drm_rbln_sync last = { 0 };
+	int fd = rbln_drm_fd(self->b.dev), sync_fd, pipefd[2], status, i;
+	struct rbln_test_buf big, longcmd;
+	uint32_t bos[2], long_len;
+	int64_t t0, exited, deadline;
+	long long used;
+	char ready;
+	pid_t pid;
+
+	ASSERT_LT(0, timeout_ms);
+	ASSERT_EQ(0, long_job_new(&self->b, &big, &longcmd, &long_len));
+	bos[0] = longcmd.handle;
+	bos[1] = big.handle;
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &last.handle));
+	for (i = 0; i < 16; i++)
+		ASSERT_EQ(0, rbln_drm_submit(self->b.dev, self->b.queue, longcmd.va, long_len,
+					     bos, 2, NULL, 0, i == 15 ? &last : NULL));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(fd, last.handle, &sync_fd));
+	used = rbln_test_mem_used(0);
+
+	ASSERT_EQ(0, pipe(pipefd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct drm_rbln_sync gate = { 0 };
+		struct rbln_drm_cmd c;
+		struct ctx x = { 0 };
+		uint32_t held[3];
+
+		if (ctx_open(&x, 0) ||
+		    drmSyncobjCreate(rbln_drm_fd(x.dev), 0, &gate.handle) ||
+		    drmSyncobjImportSyncFile(rbln_drm_fd(x.dev), gate.handle, sync_fd))
+			_exit(1);
+		rbln_drm_cmd_init(&c, x.cmd.cpu, x.cmd.size);
+		rbln_drm_cmd_nop(&c);
+		held[0] = x.cmd.handle;
+		held[1] = x.mem.handle;
+		held[2] = x.out.handle;
+		if (rbln_drm_submit(x.dev, x.queue, x.cmd.va, c.len, held, 3, &gate, 1, NULL) ||
+		    write(pipefd[1], "j", 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	ASSERT_EQ(1, read(pipefd[0], &ready, 1)) TH_LOG("the child could not submit");
+	close(pipefd[0]);
+	t0 = rbln_test_now_ms();
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	exited = rbln_test_now_ms() - t0;
+	EXPECT_EQ(0, status);
+	/*
+	 * drm_sched_entity_flush() gives an exiting process's queue a second,
+	 * close one more job timeout: 1.5 s of the 8 s the other file's jobs
+	 * take.
+	 */
+	EXPECT_GT(1000 + 4 * timeout_ms, exited)
+		TH_LOG("the exit took %lld ms; the job timeout is %lld ms", (long long)exited,
+		       timeout_ms);
+
+	/* The killed job holds the child's memory until the other file's jobs end. */
+	EXPECT_EQ(used + MIB, rbln_test_mem_used(0));
+	EXPECT_EQ(-ETIMEDOUT, sync_file_wait_status(sync_fd, rbln_test_ms(60000)));
+	close(sync_fd);
+	deadline = rbln_test_deadline_ns(5000);
+	while (rbln_test_mem_used(0) != used && rbln_test_deadline_ns(0) < deadline)
+		sched_yield();
+	EXPECT_EQ(used, rbln_test_mem_used(0));
+	rbln_test_buf_free(self->b.dev, &longcmd);
+	rbln_test_buf_free(self->b.dev, &big);
+}
+
+/*
  * A file at max_jobs waits in SUBMIT until half its jobs have retired: the
  * next submission returns only after the hung job ahead of them timed out.
  */
@@ -667,26 +780,13 @@ TEST_F(recovery, waiters_for_room_take_no_more_than_max_jobs)
 	struct herd herd[64];
 	struct rbln_drm_cmd c;
 	uint32_t qb, bos[2], long_len;
-	uint64_t max_cmd;
 	int64_t until;
 
 	if (max_jobs < 6 || max_jobs > 32)
 		SKIP(return, "needs a small max_jobs (the suite's is %lld)", max_jobs);
 	n = 2 * max_jobs;
 	ASSERT_EQ(0, rbln_drm_queue_create(self->a.dev, RBLN_QUEUE_PRIORITY_NORMAL, &qb));
-	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, 16 * MIB, RBLN_BO_DEVICE, 0, &big));
-	/*
-	 * The largest command buffer of fills, a hundred GiB and more: longer
-	 * than any job timeout, scaled (RBLN_TEST_TIMEOUT_SCALE) or not, on
-	 * any host, even where the device does not slow down with the guest's
-	 * kernel, as a device model process does not.
-	 */
-	ASSERT_EQ(0, rbln_drm_get_param(self->a.dev, RBLN_PARAM_MAX_CMD_SIZE, &max_cmd));
-	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, max_cmd, RBLN_BO_HOST, 0, &longcmd));
-	rbln_drm_cmd_init(&c, longcmd.cpu, longcmd.size);
-	while (!rbln_drm_cmd_dma_fill(&c, big.va, 0x10ad, 16 * MIB))
-		;
-	long_len = c.len;
+	ASSERT_EQ(0, long_job_new(&self->a, &big, &longcmd, &long_len));
 	bos[0] = longcmd.handle;
 	bos[1] = big.handle;
 	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
