@@ -3,10 +3,12 @@
  * rbln_drv.c - module, DRM driver, ioctl table and device lifecycle
  */
 
+#include <linux/atomic.h>
 #include <linux/device.h>
 #include <linux/iopoll.h>
 #include <linux/module.h>
 #include <linux/slab.h>
+#include <linux/wait.h>
 
 #include <drm/drm_accel.h>
 #include <drm/drm_drv.h>
@@ -14,6 +16,7 @@
 #include <drm/drm_gem.h>
 #include <drm/drm_gem_shmem_helper.h>
 #include <drm/drm_ioctl.h>
+#include <drm/drm_managed.h>
 #include <drm/drm_print.h>
 
 #include <uapi/drm/rbln_accel.h>
@@ -218,6 +221,22 @@ static void rbln_hw_stop(struct rbln_device *rdev)
 			  RBLN_REG_FUNC_RESET);
 }
 
+/*
+ * Devices not yet released. A device outlives its driver's unbinding as
+ * long as something holds it: an open file, a job or bind job not yet
+ * freed (killed, it waits for what it depends on, maybe another driver's
+ * fence), a context freed off rbln_wq. All of them run the module's code,
+ * so unloading waits for every device, on PCI as on the emulated bus.
+ */
+static atomic_t rbln_devices_live = ATOMIC_INIT(0);
+static DECLARE_WAIT_QUEUE_HEAD(rbln_devices_released);
+
+static void rbln_device_released(struct drm_device *drm, void *arg)
+{
+	if (atomic_dec_and_test(&rbln_devices_live))
+		wake_up_all(&rbln_devices_released);
+}
+
 /**
  * rbln_device_alloc() - the DRM device of one NPU on @parent
  * @parent: the bus device
@@ -231,10 +250,17 @@ static void rbln_hw_stop(struct rbln_device *rdev)
 struct rbln_device *rbln_device_alloc(struct device *parent)
 {
 	struct rbln_device *rdev;
+	int ret;
 
 	rdev = devm_drm_dev_alloc(parent, &rbln_drm_driver, struct rbln_device, drm);
-	if (!IS_ERR(rdev))
-		dev_set_drvdata(parent, rdev);
+	if (IS_ERR(rdev))
+		return rdev;
+	/* First: the last of the releases. */
+	atomic_inc(&rbln_devices_live);
+	ret = drmm_add_action_or_reset(&rdev->drm, rbln_device_released, NULL);
+	if (ret)
+		return ERR_PTR(ret);
+	dev_set_drvdata(parent, rdev);
 	return rdev;
 }
 
@@ -384,6 +410,7 @@ static void __exit rbln_exit(void)
 	rbln_pci_unregister();
 	rbln_emu_remove_all();
 	driver_unregister(&rbln_emu_driver);
+	wait_event(rbln_devices_released, !atomic_read(&rbln_devices_live));
 	rbln_emu_exit();
 	/* Last: what is queued may release a device, with the module's code. */
 	destroy_workqueue(rbln_wq);
