@@ -130,9 +130,11 @@ void rbln_peer_unregister(struct rbln_device *rdev)
  * @exporter: the device whose memory is imported
  *
  * Imports from one exporter share a slot. An exporter already unplugged
- * gets a slot of its own that reaches nothing, as revocation leaves the
- * slots of earlier imports: its serial may be a live device's by now, as
- * a PCI function removed and found again keeps its serial.
+ * gets a slot that reaches nothing, as revocation leaves the slots of
+ * earlier imports: its serial may be a live device's by now, as a PCI
+ * function removed and found again keeps its serial. All such imports
+ * share one slot that reaches nothing, a revoked one if there is: a file
+ * holding dma-bufs of removed devices cannot take every slot.
  *
  * Return: the slot, held until rbln_peer_put(), -ENOSPC when
  * RBLN_MAX_PEERS other devices are reached already, or -ENODEV when @rdev
@@ -153,7 +155,8 @@ int rbln_peer_get(struct rbln_device *rdev, struct rbln_device *exporter)
 		return -ENODEV;
 	}
 	for (slot = 0; slot < RBLN_MAX_PEERS; slot++) {
-		if (!gone && rdev->peers[slot].serial == exporter->serial)
+		if (gone ? rdev->peers[slot].users && !rdev->peers[slot].serial :
+			   rdev->peers[slot].serial == exporter->serial)
 			break;
 		if (!rdev->peers[slot].users && free < 0)
 			free = slot;

@@ -266,6 +266,57 @@ TEST(timed_out_job_stops_before_its_memory_goes)
 }
 
 /*
+ * Objects of a removed device, imported: each import reaches nothing, and
+ * all of them share one peer slot, so that a file holding dma-bufs of a
+ * removed device cannot take the RBLN_MAX_PEERS (64) slots of the
+ * importer, which every user's imports from live devices need. Each used
+ * to take a slot of its own: the 65th import failed with -ENOSPC, and so
+ * did every other user's peer import.
+ */
+TEST(imports_of_a_removed_exporter_share_one_slot)
+{
+	enum { N = 80 };
+	struct rbln_drm_device *owner, *imp, *live;
+	uint32_t handle, peers[N], live_peer;
+	struct rbln_test_victim vic;
+	int fds[N], i, fd, added;
+
+	ASSERT_EQ(0, rbln_test_victim_get(&vic, FRESH_ID, 16));
+	ASSERT_EQ(0, rbln_test_victim_open(&vic, &owner));
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(0, rbln_drm_bo_create(owner, 4096, RBLN_BO_DEVICE, 0, &handle, NULL));
+		ASSERT_EQ(0, rbln_drm_bo_export(owner, handle, &fds[i]));
+		rbln_drm_bo_close(owner, handle);
+	}
+	rbln_drm_close(owner);
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
+
+	ASSERT_EQ(0, rbln_test_bystander_open(&vic, FRESH_ID + 1, &imp, &added));
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(0, rbln_drm_bo_import(imp, fds[i], &peers[i])) TH_LOG("import %d", i);
+		close(fds[i]);
+	}
+	/* A live device's object still imports, through a slot of its own. */
+	ASSERT_EQ(0, rbln_emu_add(FRESH_ID + 2, 16));
+	ASSERT_EQ(0, rbln_emu_open(FRESH_ID + 2, &live));
+	ASSERT_EQ(0, rbln_drm_bo_create(live, 4096, RBLN_BO_DEVICE, 0, &handle, NULL));
+	ASSERT_EQ(0, rbln_drm_bo_export(live, handle, &fd));
+	EXPECT_EQ(0, rbln_drm_bo_import(imp, fd, &live_peer));
+	close(fd);
+
+	rbln_drm_bo_close(imp, live_peer);
+	for (i = 0; i < N; i++)
+		rbln_drm_bo_close(imp, peers[i]);
+	rbln_drm_close(imp);
+	rbln_drm_bo_close(live, handle);
+	rbln_drm_close(live);
+	EXPECT_EQ(0, rbln_emu_del(FRESH_ID + 2));
+	if (added)
+		EXPECT_EQ(0, rbln_emu_del(FRESH_ID + 1));
+	EXPECT_EQ(0, rbln_test_victim_restore(&vic));
+}
+
+/*
  * Finding 4: an import from another device names that device. When it is
  * removed and a new one takes its id, the import must reach nothing: its
  * jobs fault, and what the new device's users hold stays theirs. On PCI
