@@ -289,10 +289,13 @@ int rbln_device_init(struct rbln_device *rdev, struct rbln_hw *hw)
 		return ret;
 	rbln_debugfs_init(rdev);
 
-	ret = drm_dev_register(&rdev->drm, 0);
-	if (ret)
-		return ret;
+	/* Before its users: their imports must be in the list that revokes. */
 	rbln_peer_register(rdev);
+	ret = drm_dev_register(&rdev->drm, 0);
+	if (ret) {
+		rbln_peer_unregister(rdev);
+		return ret;
+	}
 
 	drm_info(&rdev->drm, "%s NPU %u, rev %u.%u, %llu MiB device memory\n",
 		 rdev->emulated ? "emulated" : "silicon", rdev->index,
