@@ -192,13 +192,16 @@ static void rbln_host_bo_free(struct drm_gem_object *obj)
 	struct rbln_device *rdev = to_rbln_device(obj->dev);
 	struct rbln_bo *bo = to_rbln_bo(obj);
 
+	/*
+	 * Unmapped under the lock an unplug sweeps under, or the sweep could
+	 * miss it and finish, and the unmap come after the driver let go of
+	 * the bus device. The pages stay pinned for drm_gem_shmem_free().
+	 */
 	mutex_lock(&rdev->dma_bos_lock);
-	if (drm_gem_is_imported(obj))
-		rbln_bo_dma_unmap(bo);
+	rbln_bo_dma_unmap(bo);
 	list_del(&bo->dma_link);
 	mutex_unlock(&rdev->dma_bos_lock);
 	rbln_bo_fini(bo);
-	/* Unmaps the shmem helper's sg table; the import's attachment has none. */
 	drm_gem_shmem_free(&bo->base);
 }
 
