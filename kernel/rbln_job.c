@@ -190,7 +190,7 @@ static void rbln_fence_retire(struct rbln_ring *ring, struct rbln_fence *fence, 
 	if (fence->base.error)
 		atomic_inc(&fence->vm->failed_jobs);
 	if (atomic_dec_and_test(&fence->vm->ring_jobs))
-		wake_up_all(&fence->vm->jobs_done);
+		wake_up_all(&fence->vm->rings_done);
 	dma_fence_signal_locked(&fence->base);
 	dma_fence_put(&fence->base);
 }
@@ -1032,7 +1032,7 @@ void rbln_queues_destroy(struct rbln_file *rfile)
 			       msecs_to_jiffies(job_timeout_ms)))
 		return;
 	rbln_vm_cancel(vm);
-	wait_event(vm->jobs_done, !atomic_read(&vm->ring_jobs));
+	wait_event(vm->rings_done, !atomic_read(&vm->ring_jobs));
 }
 
 static struct rbln_queue *rbln_queue_get(struct rbln_file *rfile, u32 id)

@@ -532,6 +532,7 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 	vm->pt_bytes = rbln_pt_bytes(RBLN_PT_LEVELS - 1);
 	vm->rdev = rdev;
 	init_waitqueue_head(&vm->jobs_done);
+	init_waitqueue_head(&vm->rings_done);
 	mutex_init(&vm->lock);
 	drm_mm_init(&vm->mm, RBLN_VA_START, RBLN_VA_SIZE);
 	drm_mm_init(&vm->reserved, RBLN_VM_BIND_START, RBLN_VM_BIND_SIZE);

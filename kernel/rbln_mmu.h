@@ -80,9 +80,10 @@ struct rbln_pt {
  * @bind_jobs: bind jobs of the context not yet freed.
  * @ring_jobs: jobs of the context on the rings: written by run_job, their
  *	fence not yet signaled.
- * @jobs_done: woken when @jobs, @bind_jobs or @ring_jobs drops to zero,
- *	and @jobs or @bind_jobs to half the max_jobs module parameter, for
- *	callers waiting for room (rbln_vm_room_get()).
+ * @jobs_done: woken when @jobs or @bind_jobs drops to zero, and to half
+ *	the max_jobs module parameter, for callers waiting for room
+ *	(rbln_vm_room_get()), who are woken at nothing else.
+ * @rings_done: woken when @ring_jobs drops to zero, for a closing file.
  * @put_work: drops the last reference for rbln_vm_put_async().
  * @pt_bytes: memory its page tables take, the device's and the shadows'
  *	child arrays (fdinfo's rbln-page-tables); under @lock.
@@ -104,6 +105,7 @@ struct rbln_vm {
 	atomic_t ring_jobs;
 	atomic_t failed_jobs;
 	wait_queue_head_t jobs_done;
+	wait_queue_head_t rings_done;
 	struct work_struct put_work;
 	u64 pt_bytes;
 };
