@@ -544,6 +544,8 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
 
 	rbln_mmu_program(rdev);
 	rbln_peer_program(rdev);
+	/* Counted before the guilty fence signals: whoever waits on it sees the reset. */
+	atomic_inc(&rdev->reset_count);
 	for (r = 0; r < rdev->num_rings; r++) {
 		struct rbln_ring *ring = &rdev->rings[r];
 
@@ -551,7 +553,6 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
 		rbln_ring_complete(ring);
 		rbln_ring_replay(ring, ring == wedged ? guilty : NULL);
 	}
-	atomic_inc(&rdev->reset_count);
 
 	for (r = 0; r < rdev->num_rings; r++)
 		if (&rdev->rings[r] != wedged)
