@@ -255,7 +255,7 @@ struct rbln_device *rbln_device_alloc(struct device *parent)
 	rdev = devm_drm_dev_alloc(parent, &rbln_drm_driver, struct rbln_device, drm);
 	if (IS_ERR(rdev))
 		return rdev;
-	/* First: the last of the releases. */
+	/* Added first, run last of the driver's releases. */
 	atomic_inc(&rbln_devices_live);
 	ret = drmm_add_action_or_reset(&rdev->drm, rbln_device_released, NULL);
 	if (ret)

@@ -568,7 +568,7 @@ TEST_F(recovery, exit_does_not_wait_for_another_files_jobs)
 	int fd = rbln_drm_fd(self->b.dev), sync_fd, pipefd[2], status, i;
 	struct rbln_test_buf big, longcmd;
 	uint32_t bos[2], long_len;
-	int64_t t0, exited, deadline;
+	int64_t t0, exited;
 	long long used;
 	char ready;
 	pid_t pid;
@@ -627,10 +627,7 @@ TEST_F(recovery, exit_does_not_wait_for_another_files_jobs)
 	EXPECT_EQ(used + MIB, rbln_test_mem_used(0));
 	EXPECT_EQ(-ETIMEDOUT, sync_file_wait_status(sync_fd, rbln_test_ms(60000)));
 	close(sync_fd);
-	deadline = rbln_test_deadline_ns(5000);
-	while (rbln_test_mem_used(0) != used && rbln_test_deadline_ns(0) < deadline)
-		sched_yield();
-	EXPECT_EQ(used, rbln_test_mem_used(0));
+	EXPECT_EQ(used, rbln_test_mem_used_settles_at(0, used));
 	rbln_test_buf_free(self->b.dev, &longcmd);
 	rbln_test_buf_free(self->b.dev, &big);
 }

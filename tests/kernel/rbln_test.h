@@ -344,16 +344,22 @@ static inline long long rbln_test_mem_used(unsigned int id)
  * are gone: a finished job drops its objects when the scheduler frees it,
  * after its fence signals, so memory another device's job used may still
  * be counted for a moment after every file closed. Waits up to 2 s
- * (scaled) for it to reach 0, and returns what it reads then.
+ * (scaled) for it to reach @expected, and returns what it reads then.
  */
-static inline long long rbln_test_mem_used_settled(unsigned int id)
+static inline long long rbln_test_mem_used_settles_at(unsigned int id, long long expected)
 {
 	int64_t deadline = rbln_test_deadline_ns(2000);
 	long long used;
 
-	while ((used = rbln_test_mem_used(id)) > 0 && rbln_test_deadline_ns(0) < deadline)
+	while ((used = rbln_test_mem_used(id)) != expected && rbln_test_deadline_ns(0) < deadline)
 		sched_yield();
 	return used;
+}
+
+/* rbln_test_mem_used_settles_at() 0: what every closed file held is back. */
+static inline long long rbln_test_mem_used_settled(unsigned int id)
+{
+	return rbln_test_mem_used_settles_at(id, 0);
 }
 
 /* Opens initial device @id: 0 or -errno. */
@@ -573,16 +579,15 @@ static inline long long rbln_test_fdinfo_bytes(const char *v)
 	return -1;
 }
 
-/* The bytes of fdinfo key drm-@stat-@region of file @fd, or -1. */
-static inline long long rbln_test_fdinfo_mem(int fd, const char *stat, const char *region)
+/* The bytes of fdinfo key @key (with its colon) of file @fd, or -1. */
+static inline long long rbln_test_fdinfo_key(int fd, const char *key)
 {
-	char path[64], key[64], line[256];
+	size_t len = strlen(key);
+	char path[64], line[256];
 	long long v = -1;
-	size_t len;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	len = (size_t)snprintf(key, sizeof(key), "drm-%s-%s:", stat, region);
 	f = fopen(path, "re");
 	if (!f)
 		return -1;
@@ -591,6 +596,15 @@ static inline long long rbln_test_fdinfo_mem(int fd, const char *stat, const cha
 			v = rbln_test_fdinfo_bytes(line + len + strspn(line + len, " \t"));
 	fclose(f);
 	return v;
+}
+
+/* The bytes of fdinfo key drm-@stat-@region of file @fd, or -1. */
+static inline long long rbln_test_fdinfo_mem(int fd, const char *stat, const char *region)
+{
+	char key[64];
+
+	snprintf(key, sizeof(key), "drm-%s-%s:", stat, region);
+	return rbln_test_fdinfo_key(fd, key);
 }
 
 /* VM_BIND maps and waits for the bind job: 0 or the error (-EIO: the job failed). */

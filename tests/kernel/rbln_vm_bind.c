@@ -7,7 +7,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -493,23 +492,10 @@ TEST_F(vm, unbind_waits_for_the_jobs_before_it)
 	rbln_test_buf_free(self->x.dev, &cmd2);
 }
 
-/* A map waits for its syncobjs: the range is reached only after them. */
 /* The file's rbln-page-tables in fdinfo, in bytes, or -1. */
 static long long page_tables(struct ctx *x)
 {
-	char path[64], line[128];
-	long long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", rbln_drm_fd(x->dev));
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (v < 0 && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "rbln-page-tables:", 17))
-			v = rbln_test_fdinfo_bytes(line + 17 + strspn(line + 17, " \t"));
-	fclose(f);
-	return v;
+	return rbln_test_fdinfo_key(rbln_drm_fd(x->dev), "rbln-page-tables:");
 }
 
 /*
@@ -549,6 +535,7 @@ TEST_F(vm, unbinds_free_the_tables_they_empty)
 	EXPECT_EQ(-EFAULT, fill(&self->x, va + gib, 0, PAGE));
 }
 
+/* cgroup v2, which rbln-vm's guest mounts. */
 #define CGROUP_ROOT	"/sys/fs/cgroup"
 
 /* A memory cgroup of its own for this process, named after it in @dir; 0 or -errno. */
@@ -556,9 +543,6 @@ static int cgroup_enter(char *dir, size_t size)
 {
 	char pid[16], procs[192];
 
-	if (access(CGROUP_ROOT "/cgroup.controllers", F_OK) &&
-	    mount("cgroup2", CGROUP_ROOT, "cgroup2", 0, NULL))
-		return -errno;
 	snprintf(dir, size, CGROUP_ROOT "/rbln-vm-bind-%d", (int)getpid());
 	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
@@ -614,6 +598,7 @@ TEST_F(vm, page_tables_are_charged_to_the_callers_memory_cgroup)
 	cgroup_leave(dir);
 }
 
+/* A map waits for its syncobjs: the range is reached only after them. */
 TEST_F(vm, map_waits_for_its_syncobjs)
 {
 	struct drm_rbln_sync hung = { 0 }, mapped = { 0 };
