@@ -230,8 +230,9 @@ TEST_F(bo, mmap_host_object)
 	ASSERT_EQ(0, rbln_drm_bo_create(self->dev, 4 * PAGE, RBLN_BO_HOST, 0, &h, NULL));
 	ASSERT_EQ(0, rbln_drm_bo_mmap(self->dev, h, PROT_READ | PROT_WRITE, (void **)&p, &size));
 	ASSERT_EQ(4 * PAGE, size);
-	for (i = 0; i < size / 4; i++)
+	for (i = 0; i < size / 4; i++) {
 		EXPECT_EQ(0, p[i]) TH_LOG("new memory is not zero at %u", i);
+	}
 	for (i = 0; i < size / 4; i++)
 		p[i] = i * 2654435761u;
 	ASSERT_EQ(0, munmap(p, size));

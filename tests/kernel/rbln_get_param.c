@@ -118,8 +118,9 @@ TEST_F(param, execution)
 	EXPECT_EQ(RBLN_ISA_CAP_ELEMENTWISE, caps & RBLN_ISA_CAP_ELEMENTWISE);
 	EXPECT_EQ(RBLN_ISA_CAP_REDUCE, caps & RBLN_ISA_CAP_REDUCE);
 	EXPECT_EQ(RBLN_ISA_CAP_GEMM, caps & RBLN_ISA_CAP_GEMM);
-	for (d = 0; d < RBLN_DTYPE_COUNT; d++)
+	for (d = 0; d < RBLN_DTYPE_COUNT; d++) {
 		EXPECT_NE(0, caps & RBLN_ISA_CAP_DTYPE(d)) TH_LOG("dtype %u", d);
+	}
 	EXPECT_GE(param(_metadata, self->dev, RBLN_PARAM_MAX_CMD_SIZE), 4096);
 	EXPECT_EQ(rbln_test_attr(self->index, "reset_count"),
 		  (long long)param(_metadata, self->dev, RBLN_PARAM_RESET_COUNT));

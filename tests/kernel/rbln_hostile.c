@@ -124,13 +124,15 @@ TEST(bo_info_by_va_outside_the_address_space)
 	unsigned int i;
 
 	ASSERT_EQ(0, rbln_test_open(0, &dev));
-	for (i = 0; i < sizeof(vas) / sizeof(vas[0]); i++)
+	for (i = 0; i < sizeof(vas) / sizeof(vas[0]); i++) {
 		EXPECT_EQ(-ENOENT, rbln_drm_bo_info_by_va(dev, vas[i], &info))
 			TH_LOG("va %#llx, empty space", (unsigned long long)vas[i]);
+	}
 	ASSERT_EQ(0, rbln_test_buf_new(dev, 4096, RBLN_BO_DEVICE, 0, &b));
-	for (i = 0; i < sizeof(vas) / sizeof(vas[0]); i++)
+	for (i = 0; i < sizeof(vas) / sizeof(vas[0]); i++) {
 		EXPECT_EQ(-ENOENT, rbln_drm_bo_info_by_va(dev, vas[i], &info))
 			TH_LOG("va %#llx", (unsigned long long)vas[i]);
+	}
 	/* Its guard page is no part of it; its last byte is. */
 	EXPECT_EQ(-ENOENT, rbln_drm_bo_info_by_va(dev, b.va + 4096, &info));
 	EXPECT_EQ(0, rbln_drm_bo_info_by_va(dev, b.va + 4095, &info));
@@ -246,8 +248,9 @@ TEST(timed_out_job_stops_before_its_memory_goes)
 	/* Gone at once: if the job still wrote, these pages would be written freed. */
 	rbln_test_buf_free(a.dev, &big);
 	file_close(&a);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		EXPECT_EQ(1, file_wait(&b, sync_b[i], 30000)) TH_LOG("job %u of b", i);
+	}
 	EXPECT_EQ(8, p[0]);
 
 	/* A new file, maybe the same context: nothing of a's lands in it. */

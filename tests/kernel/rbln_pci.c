@@ -147,8 +147,9 @@ TEST(each_ring_and_faults_have_a_vector_of_their_own)
 	ASSERT_EQ(0, drmSyncobjWait(rbln_drm_fd(dev), done_handles, QUEUES,
 				    rbln_test_deadline_ns(20000),
 				    DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL, NULL));
-	for (q = 0; q < QUEUES; q++)
+	for (q = 0; q < QUEUES; q++) {
 		EXPECT_EQ(1, rbln_test_sync_status(dev, done[q].handle, 0)) TH_LOG("queue %d", q);
+	}
 	for (r = 0; r < rings; r++) {
 		snprintf(what, sizeof(what), "ring%d", r);
 		EXPECT_LT(before[r], irq_count(name, what)) TH_LOG("ring %d raised nothing", r);

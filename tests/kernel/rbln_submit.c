@@ -94,8 +94,9 @@ TEST_F(submit, dma_round_trip_through_device_memory)
 	bos[2] = mem.handle;
 	ASSERT_EQ(1, rbln_test_run(self->dev, self->queue, &self->cmd, c.len, bos, 3, 10000));
 	EXPECT_EQ(0xeeeeeeeeu, d[0]);
-	for (i = 1; i < n / 4 - 1; i++)
+	for (i = 1; i < n / 4 - 1; i++) {
 		ASSERT_EQ(s[i], d[i]) TH_LOG("word %u", i);
+	}
 	EXPECT_EQ(0xeeeeeeeeu, d[n / 4 - 1]);
 
 	rbln_test_buf_free(self->dev, &src);

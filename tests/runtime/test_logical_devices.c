@@ -433,8 +433,9 @@ TEST(matmul_gathers_device_to_device)
 	EXPECT_EQ(0, d.host_bounce.count);
 	/* Every row of c holds b's column sums: 3 * (0 + 1 + ... + 7) + 8 * column. */
 	ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, out, sizeof(out)));
-	for (i = 0; i < 12; i++)
+	for (i = 0; i < 12; i++) {
 		EXPECT_EQ(84.0f + 8 * (i % 3), out[i]) TH_LOG("element %d", i);
+	}
 
 	rbln_tensor_free(a);
 	rbln_tensor_free(b);

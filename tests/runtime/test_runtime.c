@@ -1027,9 +1027,10 @@ TEST(expandable_segments_span_maps)
 	ASSERT_NE(NULL, c) TH_LOG("%s", rbln_last_error());
 	ASSERT_EQ(RBLN_OK, rbln_tensor_read(c, out, 2 * n * sizeof(float)))
 		TH_LOG("%s", rbln_last_error());
-	for (j = 0; j < 2 * n; j++)
+	for (j = 0; j < 2 * n; j++) {
 		ASSERT_EQ((float)(j % n % 7 + 2 * (j % n % 5)), out[j]) TH_LOG("element %lld",
 									       (long long)j);
+	}
 
 	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &st));
 	EXPECT_EQ(0, st.reserved.current % (2 * MIB));
