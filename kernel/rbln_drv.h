@@ -52,7 +52,11 @@ struct rbln_ring;
  * @scrub_lock: the device has one scrubber, programmed by four register
  *	writes: one scrub, or a function reset that clears them, at a time.
  * @slow_scrub: debugfs's "slow_scrub" hook is armed.
+ * @ctx_lock: protects @ctx_ids, @ctx_lru, every context's index and the
+ *	entries of @ctx_table; taken by run_job, so never held long.
  * @ctx_ids: allocator of context indices.
+ * @ctx_lru: contexts holding an index, by &rbln_vm.ctx_link, least
+ *	recently woken first: where a job finds one to take (rbln_vm_pin()).
  * @ctx_table: the context table the device reads (rbln_hw.h); NULL once
  *	the device is unplugged (rbln_mmu_unplug()).
  * @ctx_table_dma: its DMA address.
@@ -101,7 +105,9 @@ struct rbln_device {
 	struct mutex scrub_lock; /* the SCRUB registers; inside reset_lock */
 	atomic_t slow_scrub;
 
+	struct mutex ctx_lock; /* ctx_ids, ctx_lru, ids, entries; inside vms_lock */
 	struct ida ctx_ids;
+	struct list_head ctx_lru;
 	u64 *ctx_table;
 	dma_addr_t ctx_table_dma;
 	struct mutex inval_lock; /* one MMU_INVALIDATE at a time; innermost */

@@ -419,7 +419,7 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	struct rbln_device *rdev = ring->rdev;
 	struct rbln_fence *fence = job->fence;
 	u32 slot, tail;
-	int idx;
+	int idx, ret;
 
 	/* Refused: the scheduler fails the finished fence when this returns. */
 	if (atomic_read(&job->vm->banned)) {
@@ -429,6 +429,12 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	if (!drm_dev_enter(&rdev->drm, &idx)) {
 		atomic_inc(&job->vm->failed_jobs);
 		return ERR_PTR(-ENODEV);
+	}
+	ret = rbln_vm_pin(job->vm);
+	if (ret) {
+		drm_dev_exit(idx);
+		atomic_inc(&job->vm->failed_jobs);
+		return ERR_PTR(ret);
 	}
 
 	spin_lock(&ring->lock);
@@ -441,7 +447,6 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	fence->cmd_size = job->cmd_size;
 	rbln_ring_write_entry(ring, fence, slot);
 	list_add_tail(&fence->link, &ring->pending);
-	atomic_inc(&job->vm->ring_jobs);
 	dma_fence_get(&fence->base);
 	tail = (slot + 1) % RBLN_RING_ENTRIES;
 	ring->tail = tail;
@@ -575,6 +580,7 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct drm_sched_job *sched_job)
 	struct rbln_fence *fence = job->fence;
 	char ring_env[16], *envp[] = { "RESET=1", ring_env, NULL };
 	int idx;
+	u32 ctx;
 
 	/* run_job refused it (banned, removed): it is already done. */
 	if (!job->fence_armed)
@@ -591,6 +597,8 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct drm_sched_job *sched_job)
 		drm_dev_exit(idx);
 		return DRM_GPU_SCHED_STAT_NOMINAL;
 	}
+	/* The index it runs with: once it fails, another context may take it. */
+	ctx = READ_ONCE(job->vm->id);
 	/* Fallen off the bus: it touches no memory any more, and is unbound soon. */
 	if (rbln_hw_read(rdev->hw, RBLN_REG_CHIP_ID) == RBLN_REG_DEAD) {
 		spin_lock(&ring->lock);
@@ -620,7 +628,7 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct drm_sched_job *sched_job)
 	drm_sched_wqueue_start(&ring->sched);
 
 	drm_warn(&rdev->drm, "ring %u: job %llu of context %u timed out; ring reset\n",
-		 ring->index, fence->base.seqno, job->vm->id);
+		 ring->index, fence->base.seqno, ctx);
 	snprintf(ring_env, sizeof(ring_env), "RING=%u", ring->index);
 	kobject_uevent_env(&rdev->drm.accel->kdev->kobj, KOBJ_CHANGE, envp);
 	drm_dev_exit(idx);
@@ -805,12 +813,22 @@ void rbln_job_exit(void)
 		kfree(scheds);
 }
 
+/*
+ * Jobs a ring holds at once. All rings together hold fewer than the
+ * device's contexts, so that a job about to run always finds a context
+ * with none on the rings to take the index of (rbln_vm_pin()).
+ */
+static u32 rbln_ring_credits(struct rbln_device *rdev)
+{
+	return min(RBLN_RING_ENTRIES - 1, (RBLN_MAX_CONTEXTS - 1) / rdev->num_rings);
+}
+
 static int rbln_ring_init(struct rbln_device *rdev, struct rbln_ring *ring, unsigned int r)
 {
 	struct drm_sched_init_args args = {
 		.ops = &rbln_sched_ops,
 		.num_rqs = DRM_SCHED_PRIORITY_COUNT,
-		.credit_limit = RBLN_RING_ENTRIES - 1,
+		.credit_limit = rbln_ring_credits(rdev),
 		.timeout = msecs_to_jiffies(job_timeout_ms),
 		/* Not behind whatever holds the CPU its timer fired on. */
 		.timeout_wq = system_unbound_wq,
@@ -1110,9 +1128,6 @@ int rbln_submit_ioctl(struct drm_device *drm, void *data, struct drm_file *file)
 		goto out_room;
 	ret = -ENODEV;
 	if (drm_dev_is_unplugged(drm))
-		goto out_room;
-	ret = rbln_vm_activate(rfile->vm);
-	if (ret)
 		goto out_room;
 	ret = -ENOENT;
 	queue = rbln_queue_get(rfile, args->queue_id);

@@ -18,6 +18,7 @@
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
+#include <drm/drm_drv.h>
 #include <drm/drm_managed.h>
 #include <drm/drm_print.h>
 
@@ -87,10 +88,12 @@ int rbln_mmu_init(struct rbln_device *rdev)
 	int ret;
 
 	ret = drmm_mutex_init(&rdev->drm, &rdev->inval_lock) ?:
-	      drmm_mutex_init(&rdev->drm, &rdev->vms_lock);
+	      drmm_mutex_init(&rdev->drm, &rdev->vms_lock) ?:
+	      drmm_mutex_init(&rdev->drm, &rdev->ctx_lock);
 	if (ret)
 		return ret;
 	INIT_LIST_HEAD(&rdev->vms);
+	INIT_LIST_HEAD(&rdev->ctx_lru);
 	ida_init(&rdev->ctx_ids);
 	rdev->ctx_table = dma_alloc_coherent(dma_dev, RBLN_MAX_CONTEXTS * sizeof(u64),
 					     &rdev->ctx_table_dma, GFP_KERNEL);
@@ -501,8 +504,8 @@ static const struct drm_gpuvm_ops rbln_gpuvm_ops = {
  * rbln_vm_create() - a new context with an empty address space
  * @rdev: the device
  *
- * The context gets its hardware context index with its first job
- * (rbln_vm_activate()): open files that never submit take none.
+ * The context gets a hardware context index when a job of it runs
+ * (rbln_vm_pin()): open files that never submit take none.
  *
  * Return: the context, or an ERR_PTR: -ENODEV once the device is unplugged.
  */
@@ -528,6 +531,7 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 		return ERR_PTR(ret);
 	}
 	INIT_LIST_HEAD(&vm->link);
+	INIT_LIST_HEAD(&vm->ctx_link);
 	kref_init(&vm->ref);
 	vm->pt_bytes = rbln_pt_bytes(RBLN_PT_LEVELS - 1);
 	vm->rdev = rdev;
@@ -553,32 +557,84 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 	return vm;
 }
 
+/*
+ * Takes @id from the context holding it, which has no job on the rings:
+ * its entry goes, and once the device confirms that no access can use it
+ * any more, the index is free to be given to another context.
+ */
+static void rbln_ctx_evict(struct rbln_device *rdev, struct rbln_vm *vm)
+{
+	lockdep_assert_held(&rdev->ctx_lock);
+	WRITE_ONCE(rdev->ctx_table[vm->id], 0);
+	rbln_mmu_invalidate(rdev);
+	list_del_init(&vm->ctx_link);
+	WRITE_ONCE(vm->id, 0);
+}
+
+/* An index for @vm: a free one, or the least recently woken idle one's. */
+static int rbln_ctx_find(struct rbln_device *rdev)
+{
+	struct rbln_vm *vm;
+	int id;
+
+	id = ida_alloc_range(&rdev->ctx_ids, 1, RBLN_MAX_CONTEXTS - 1, GFP_KERNEL);
+	if (id != -ENOSPC)
+		return id;
+	list_for_each_entry(vm, &rdev->ctx_lru, ctx_link) {
+		if (atomic_read(&vm->ring_jobs))
+			continue;
+		id = vm->id;
+		rbln_ctx_evict(rdev, vm);
+		return id;
+	}
+	return -ENOSPC;
+}
+
 /**
- * rbln_vm_activate() - give @vm a hardware context, for its first job
+ * rbln_vm_pin() - hold @vm's hardware context for a job going on a ring
  * @vm: the address space
  *
- * Return: 0, -ENOSPC when all RBLN_MAX_CONTEXTS - 1 contexts of the
- * device belong to files that have submitted, or -ENODEV once the device
- * is unplugged.
+ * Counts the job in @vm's ring_jobs, the count that keeps its index: the
+ * fence's retirement gives it back (rbln_fence_retire()). A context with
+ * a job on the rings needs no lock to be pinned again. One without may
+ * have lost its index to another context's job, and takes a free index,
+ * or else that of the context least recently woken of those with no job
+ * on the rings. There is always one: the rings hold fewer jobs than the
+ * device has contexts (rbln_ring_credits()). So the contexts a device has
+ * bound how many files run at once, not how many may ever submit.
+ *
+ * Called by run_job, inside drm_dev_enter(): the tables are there.
+ *
+ * Return: 0, -ECANCELED for a banned context, which may not have its
+ * entry written again, or -ENOSPC if the rings' bound does not hold.
  */
-int rbln_vm_activate(struct rbln_vm *vm)
+int rbln_vm_pin(struct rbln_vm *vm)
 {
 	struct rbln_device *rdev = vm->rdev;
-	int ret = 0;
+	int id, ret = 0;
 
-	mutex_lock(&vm->lock);
-	if (!vm->root.cpu) {
-		ret = -ENODEV;
-	} else if (!vm->id) {
-		/* Context 0 is never used: a zeroed entry means no context. */
-		ret = ida_alloc_range(&rdev->ctx_ids, 1, RBLN_MAX_CONTEXTS - 1, GFP_KERNEL);
-		if (ret >= 0) {
-			vm->id = ret;
-			WRITE_ONCE(rdev->ctx_table[vm->id], vm->root.dma);
-			ret = 0;
-		}
+	if (atomic_inc_not_zero(&vm->ring_jobs))
+		return 0;
+
+	mutex_lock(&rdev->ctx_lock);
+	/* After rbln_vm_cancel() cleared the entry: it must stay cleared. */
+	if (atomic_read(&vm->banned)) {
+		ret = -ECANCELED;
+		goto out;
 	}
-	mutex_unlock(&vm->lock);
+	if (!vm->id) {
+		id = rbln_ctx_find(rdev);
+		if (WARN_ON_ONCE(id < 0)) {
+			ret = id;
+			goto out;
+		}
+		WRITE_ONCE(vm->id, id);
+		WRITE_ONCE(rdev->ctx_table[id], vm->root.dma);
+	}
+	list_move_tail(&vm->ctx_link, &rdev->ctx_lru);
+	atomic_inc(&vm->ring_jobs);
+out:
+	mutex_unlock(&rdev->ctx_lock);
 	return ret;
 }
 
@@ -592,11 +648,19 @@ int rbln_vm_activate(struct rbln_vm *vm)
  */
 void rbln_vm_cancel(struct rbln_vm *vm)
 {
+	struct rbln_device *rdev = vm->rdev;
+
+	int idx;
+
 	atomic_set(&vm->banned, 1);
-	mutex_lock(&vm->lock);
-	if (vm->id && vm->root.cpu)
-		WRITE_ONCE(vm->rdev->ctx_table[vm->id], 0);
-	mutex_unlock(&vm->lock);
+	/* Else the device is unplugged: its table is gone. */
+	if (!drm_dev_enter(&rdev->drm, &idx))
+		return;
+	mutex_lock(&rdev->ctx_lock);
+	if (vm->id)
+		WRITE_ONCE(rdev->ctx_table[vm->id], 0);
+	mutex_unlock(&rdev->ctx_lock);
+	drm_dev_exit(idx);
 }
 
 static void rbln_vm_release(struct kref *ref)
@@ -604,6 +668,7 @@ static void rbln_vm_release(struct kref *ref)
 	struct rbln_vm *vm = container_of(ref, struct rbln_vm, ref);
 	struct rbln_device *rdev = vm->rdev;
 	struct drm_mm_node *node, *next;
+	u32 id;
 
 	/*
 	 * No job of the context runs any more; nothing may walk its tables.
@@ -611,16 +676,19 @@ static void rbln_vm_release(struct kref *ref)
 	 */
 	mutex_lock(&rdev->vms_lock);
 	list_del(&vm->link);
-	if (vm->root.cpu) {
-		if (vm->id) {
-			WRITE_ONCE(rdev->ctx_table[vm->id], 0);
-			rbln_mmu_invalidate(rdev);
-		}
-		rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
+	mutex_lock(&rdev->ctx_lock);
+	id = vm->id;
+	if (id) {
+		if (vm->root.cpu)
+			rbln_ctx_evict(rdev, vm);
+		else
+			list_del(&vm->ctx_link);
+		ida_free(&rdev->ctx_ids, id);
 	}
+	mutex_unlock(&rdev->ctx_lock);
+	if (vm->root.cpu)
+		rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
 	mutex_unlock(&rdev->vms_lock);
-	if (vm->id)
-		ida_free(&rdev->ctx_ids, vm->id);
 	rbln_vm_unbind_all(vm);
 	drm_mm_takedown(&vm->mm);
 	drm_mm_for_each_node_safe(node, next, &vm->reserved) {

@@ -59,8 +59,12 @@ struct rbln_pt {
  * struct rbln_vm - one file's device context: its address space
  * @ref: held by the file and by every job of the context.
  * @rdev: the device.
- * @id: the context's index in the device's context table; 0 until its
- *	first job (rbln_vm_activate()), fixed after.
+ * @id: the context's index in the device's context table, or 0 for none;
+ *	under the device's ctx_lock. Given to a job that runs, and taken back
+ *	for another context's job only while @ring_jobs is 0 (rbln_vm_pin()):
+ *	so it does not change under a job on a ring, and whoever holds such
+ *	a job (the fault handler) may read it and clear its entry unlocked.
+ * @ctx_link: in the device's ctx_lru while @id is not 0.
  * @lock: protects @mm, @reserved, @gpuvm's tree, @root and every mapping's
  *	@users and @bound. Taken before a buffer object's map_lock.
  * @mm: allocator of the driver-placed range; each node is a struct
@@ -78,8 +82,8 @@ struct rbln_pt {
  * @busy_ns: time the device spent on the context's jobs.
  * @jobs: jobs of the context not yet freed.
  * @bind_jobs: bind jobs of the context not yet freed.
- * @ring_jobs: jobs of the context on the rings: written by run_job, their
- *	fence not yet signaled.
+ * @ring_jobs: jobs of the context on the rings: taken by run_job
+ *	(rbln_vm_pin()), their fence not yet signaled.
  * @jobs_done: woken when @jobs or @bind_jobs drops to zero, and to half
  *	the max_jobs module parameter, for callers waiting for room
  *	(rbln_vm_room_get()), who are woken at nothing else.
@@ -92,6 +96,7 @@ struct rbln_vm {
 	struct kref ref;
 	struct rbln_device *rdev;
 	u32 id;
+	struct list_head ctx_link;
 	struct mutex lock; /* protects mm, root, users, bound; before map_lock */
 	struct drm_mm mm;
 	struct drm_mm reserved;
@@ -154,7 +159,7 @@ void rbln_mmu_invalidate(struct rbln_device *rdev);
 void rbln_mmu_program(struct rbln_device *rdev);
 void rbln_mmu_unplug(struct rbln_device *rdev);
 struct rbln_vm *rbln_vm_create(struct rbln_device *rdev);
-int rbln_vm_activate(struct rbln_vm *vm);
+int rbln_vm_pin(struct rbln_vm *vm);
 void rbln_vm_cancel(struct rbln_vm *vm);
 void rbln_vm_put(struct rbln_vm *vm);
 void rbln_vm_put_async(struct rbln_vm *vm);

@@ -87,15 +87,6 @@ static int file_wait(struct file *f, uint32_t syncobj, int ms)
 	return status;
 }
 
-/* One NOP packet at @buf. */
-static void nop_at(void *buf)
-{
-	struct rbln_drm_cmd c;
-
-	rbln_drm_cmd_init(&c, buf, 8);
-	rbln_drm_cmd_nop(&c);
-}
-
 /* As many DMA_FILL packets of @bytes at @va as the command buffer holds. */
 static uint32_t fill_many(struct file *f, uint64_t va, uint64_t bytes, uint32_t max)
 {
@@ -505,41 +496,155 @@ TEST(many_open_files_leave_room_for_others)
 		rbln_drm_close(devs[i]);
 }
 
-/*
- * The other side of finding 6: contexts are taken by a file's first job.
- * With every one held by a file that has submitted, a new file's first
- * SUBMIT is refused with ENOSPC, and one closing makes room again.
- */
-TEST(first_submit_without_a_free_context_is_refused)
+/* A file that fills its own buffer with a value of its own. */
+struct filler {
+	struct file f;
+	struct rbln_test_buf out;
+	uint32_t sync;
+};
+
+static int filler_open(struct filler *fl)
 {
-	enum { FILES = 1024 };
+	return file_open(&fl->f, 0, 4096) ?:
+	       rbln_test_buf_new(fl->f.dev, 4096, RBLN_BO_HOST, 0, &fl->out);
+}
+
+static void filler_close(struct filler *fl)
+{
+	rbln_test_buf_free(fl->f.dev, &fl->out);
+	file_close(&fl->f);
+}
+
+static int filler_submit(struct filler *fl, uint32_t value)
+{
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, fl->f.cmd.cpu, fl->f.cmd.size);
+	return rbln_drm_cmd_dma_fill(&c, fl->out.va, value, fl->out.size) ?:
+	       file_submit(&fl->f, c.len, &fl->out.handle, 1, &fl->sync);
+}
+
+/* The status of the job, and whether the whole buffer holds @value. */
+static int filler_wait(struct filler *fl, uint32_t value)
+{
+	const uint32_t *out = fl->out.cpu;
+	int status = file_wait(&fl->f, fl->sync, 30000);
+	size_t i;
+
+	for (i = 0; status == 1 && i < fl->out.size / 4; i++)
+		if (out[i] != value)
+			return -1;
+	return status;
+}
+
+/*
+ * The other side of finding 6: contexts are taken by work, and the device
+ * has 1023. They used to be kept from a file's first job to its close, so
+ * that the 1024th file to submit was refused with ENOSPC for as long as
+ * the others stayed open, whatever they did. Now a job about to run takes
+ * the context of a file with no job on the rings: 1100 files submit at
+ * once, twice (the first 77 lose their context to the last ones in
+ * between), each filling its own buffer, and every buffer holds its own
+ * file's value and nothing else; then half of them close with their jobs
+ * in flight while the other half run theirs.
+ */
+TEST(more_files_run_jobs_than_the_device_has_contexts)
+{
+	enum { FILES = 1100 };
 	struct rlimit lim = { FILES + 64, FILES + 64 };
-	static struct file files[FILES];
-	struct file late;
-	int i, held = 0, refused = -1;
+	static struct filler fl[FILES];
+	int i, round, failed;
 
 	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &lim));
 	for (i = 0; i < FILES; i++) {
-		ASSERT_EQ(0, file_open(&files[i], 0, 4096)) TH_LOG("file %d", i);
-		nop_at(files[i].cmd.cpu);
-		refused = rbln_drm_submit(files[i].dev, files[i].queue, files[i].cmd.va, 8,
-					  &files[i].cmd.handle, 1, NULL, 0, NULL);
-		if (refused)
-			break;
-		held++;
+		ASSERT_EQ(0, filler_open(&fl[i])) TH_LOG("file %d", i);
 	}
-	/* Contexts 1 to 1023: 0 means none. */
-	EXPECT_EQ(1023, held);
-	EXPECT_EQ(-ENOSPC, refused);
-	/* Opening still works; so does a file that closes making room. */
-	ASSERT_EQ(0, file_open(&late, 0, 4096));
-	file_close(&files[0]);
-	nop_at(late.cmd.cpu);
-	EXPECT_EQ(0, rbln_drm_submit(late.dev, late.queue, late.cmd.va, 8, &late.cmd.handle, 1,
-				     NULL, 0, NULL));
-	file_close(&late);
-	for (i = 1; i <= held && i < FILES; i++)
-		file_close(&files[i]);
+
+	for (round = 1; round <= 2; round++) {
+		for (i = 0; i < FILES; i++) {
+			ASSERT_EQ(0, filler_submit(&fl[i], round << 16 | i))
+				TH_LOG("round %d, file %d", round, i);
+		}
+		for (failed = 0, i = 0; i < FILES; i++) {
+			int status = filler_wait(&fl[i], round << 16 | i);
+
+			if (status != 1 && failed++ < 8)
+				TH_LOG("round %d, file %d: %d", round, i, status);
+		}
+		EXPECT_EQ(0, failed) TH_LOG("round %d", round);
+	}
+
+	for (i = 0; i < FILES; i++) {
+		ASSERT_EQ(0, filler_submit(&fl[i], 3 << 16 | i)) TH_LOG("file %d", i);
+	}
+	for (i = 1; i < FILES; i += 2) {
+		drmSyncobjDestroy(rbln_drm_fd(fl[i].f.dev), fl[i].sync);
+		filler_close(&fl[i]);
+	}
+	for (failed = 0, i = 0; i < FILES; i += 2) {
+		int status = filler_wait(&fl[i], 3 << 16 | i);
+
+		if (status != 1 && failed++ < 8)
+			TH_LOG("round 3, file %d: %d", i, status);
+	}
+	EXPECT_EQ(0, failed);
+	for (i = 0; i < FILES; i += 2)
+		filler_close(&fl[i]);
+}
+
+/*
+ * What a job about to run must never take: the context of a file with a job
+ * on the rings, whose next access would then go through the taker's tables.
+ * f[0]'s jobs of seconds of DMA_FILL packets, each ended by the timeout,
+ * run from before the other 1023 files take the remaining 1022 contexts
+ * and one more: its context is the least recently woken one, but busy, and
+ * its jobs must end as timed out (or done), neither faulted nor canceled,
+ * as they did in 230 ms when the least recently woken context was taken
+ * whatever it ran.
+ */
+TEST(a_context_with_jobs_on_the_rings_is_not_taken)
+{
+	enum { FILES = 1024, LONG = 4 };
+	struct rlimit lim = { FILES + 64, FILES + 64 };
+	static struct filler fl[FILES];
+	uint32_t sync[LONG], len;
+	struct rbln_test_buf big;
+	int i, failed;
+
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &lim));
+	ASSERT_EQ(0, file_open(&fl[0].f, 0, 64 * 1024));
+	ASSERT_EQ(0, rbln_test_buf_new(fl[0].f.dev, 32 * MIB, RBLN_BO_HOST, 0, &big));
+	ASSERT_EQ(0, rbln_test_buf_new(fl[0].f.dev, 4096, RBLN_BO_HOST, 0, &fl[0].out));
+	for (i = 1; i < FILES; i++) {
+		ASSERT_EQ(0, filler_open(&fl[i])) TH_LOG("file %d", i);
+	}
+
+	/* Seconds of work each, where the timeout is half a second. */
+	len = fill_many(&fl[0].f, big.va, 32 * MIB, 2000);
+	for (i = 0; i < LONG; i++)
+		ASSERT_EQ(0, file_submit(&fl[0].f, len, &big.handle, 1, &sync[i]));
+	for (i = 1; i < FILES; i++) {
+		ASSERT_EQ(0, filler_submit(&fl[i], i)) TH_LOG("file %d", i);
+	}
+	for (failed = 0, i = 1; i < FILES; i++) {
+		int status = filler_wait(&fl[i], i);
+
+		if (status != 1 && failed++ < 8)
+			TH_LOG("file %d: %d", i, status);
+	}
+	EXPECT_EQ(0, failed);
+	for (i = 0; i < LONG; i++) {
+		int status = file_wait(&fl[0].f, sync[i], 30000);
+
+		/* Done, if the timeout came late to a busy guest; never faulted. */
+		EXPECT_TRUE(status == -ETIMEDOUT || status == 1) TH_LOG("job %d: %d", i, status);
+	}
+	/* And f[0] still runs jobs. */
+	ASSERT_EQ(0, filler_submit(&fl[0], 0x600d));
+	EXPECT_EQ(1, filler_wait(&fl[0], 0x600d));
+	rbln_test_buf_free(fl[0].f.dev, &big);
+	for (i = 0; i < FILES; i++)
+		filler_close(&fl[i]);
 }
 
 /*
