@@ -690,6 +690,7 @@ static void rbln_vm_release(struct kref *ref)
 		rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
 	mutex_unlock(&rdev->vms_lock);
 	rbln_vm_unbind_all(vm);
+	rbln_vm_unbind_seen_free(vm);
 	drm_mm_takedown(&vm->mm);
 	drm_mm_for_each_node_safe(node, next, &vm->reserved) {
 		drm_mm_remove_node(node);

@@ -17,7 +17,9 @@
 #include <drm/drm_gpuvm.h>
 #include <drm/drm_mm.h>
 
+struct dma_fence;
 struct rbln_bo;
+struct rbln_fence_id;
 struct seq_file;
 
 /*
@@ -89,6 +91,12 @@ struct rbln_pt {
  *	(rbln_vm_room_get()), who are woken at nothing else.
  * @rings_done: woken when @ring_jobs drops to zero, for a closing file.
  * @put_work: drops the last reference for rbln_vm_put_async().
+ * @unbind_seen: the fences the last unbind pushed waits for, by
+ *	context and seqno, sorted (struct rbln_fence_id): a later unbind, run
+ *	after it, need not wait for them again (rbln_unbind_add_deps()).
+ *	Under the reservation lock of @gpuvm, with @unbind_seen_count.
+ * @unbind_seen_count: entries of @unbind_seen.
+ * @unbind_last: that unbind's finished fence, held.
  * @pt_bytes: memory its page tables take, the device's and the shadows'
  *	child arrays (fdinfo's rbln-page-tables); under @lock.
  */
@@ -112,6 +120,9 @@ struct rbln_vm {
 	wait_queue_head_t jobs_done;
 	wait_queue_head_t rings_done;
 	struct work_struct put_work;
+	struct rbln_fence_id *unbind_seen;
+	u32 unbind_seen_count;
+	struct dma_fence *unbind_last;
 	u64 pt_bytes;
 };
 
@@ -177,6 +188,7 @@ void rbln_vm_pt_map(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset, 
 		    u32 perm);
 void rbln_vm_pt_clear(struct rbln_vm *vm, u64 va, u64 size);
 void rbln_vm_unbind_all(struct rbln_vm *vm);
+void rbln_vm_unbind_seen_free(struct rbln_vm *vm);
 struct drm_gem_object **rbln_vm_bound_objects(struct rbln_vm *vm, unsigned int *count);
 bool rbln_vm_bound_includes(struct drm_gem_object **objs, unsigned int count,
 			    struct drm_gem_object *obj);

@@ -240,6 +240,91 @@ void rbln_vm_unbind_all(struct rbln_vm *vm)
 	}
 }
 
+/* A fence by its identity: kept after the fence itself may be gone. */
+struct rbln_fence_id {
+	u64 context;
+	u64 seqno;
+};
+
+static int rbln_fence_id_cmp(const void *a, const void *b)
+{
+	const struct rbln_fence_id *x = a, *y = b;
+
+	if (x->context != y->context)
+		return x->context < y->context ? -1 : 1;
+	return x->seqno < y->seqno ? -1 : x->seqno > y->seqno;
+}
+
+/**
+ * rbln_vm_unbind_seen_free() - forget what the last unbind waited for
+ * @vm: the address space, dying
+ */
+void rbln_vm_unbind_seen_free(struct rbln_vm *vm)
+{
+	kvfree(vm->unbind_seen);
+	dma_fence_put(vm->unbind_last);
+}
+
+/*
+ * An unbind waits for every job of the context pushed before it: for the
+ * fences in the gpuvm's reservation object, one per queue. Not for those
+ * the last unbind pushed waits for: this one runs after it, also when a
+ * closing file's jobs are killed, as it waits for its finished fence. So
+ * what a context's pending unbinds hold in the scheduler, uncharged, is
+ * bounded by its jobs (max_jobs), not by its queues times its unbinds.
+ *
+ * Returns in *@seen what this unbind waits for, for rbln_unbind_commit()
+ * once it is pushed; nothing changes before, so a failure has no undo.
+ */
+static int rbln_unbind_add_deps(struct rbln_bind_job *job, struct dma_resv *resv,
+				struct rbln_fence_id **seen, u32 *count)
+{
+	struct rbln_vm *vm = job->vm;
+	struct rbln_fence_id *ids, id;
+	struct dma_resv_iter cursor;
+	struct dma_fence *fence;
+	u32 n = 0;
+	int ret;
+
+	dma_resv_assert_held(resv);
+	dma_resv_for_each_fence(&cursor, resv, DMA_RESV_USAGE_BOOKKEEP, fence)
+		n++;
+	ids = kvmalloc_array(max(n, 1u), sizeof(*ids), GFP_KERNEL_ACCOUNT);
+	if (!ids)
+		return -ENOMEM;
+	*seen = ids;
+	*count = n;
+
+	ret = drm_sched_job_add_dependency(&job->base, dma_fence_get(vm->unbind_last));
+	n = 0;
+	dma_resv_for_each_fence(&cursor, resv, DMA_RESV_USAGE_BOOKKEEP, fence) {
+		if (ret)
+			break;
+		id.context = fence->context;
+		id.seqno = fence->seqno;
+		ids[n++] = id;
+		if (bsearch(&id, vm->unbind_seen, vm->unbind_seen_count, sizeof(id),
+			    rbln_fence_id_cmp))
+			continue;
+		ret = drm_sched_job_add_dependency(&job->base, dma_fence_get(fence));
+	}
+	sort(ids, n, sizeof(*ids), rbln_fence_id_cmp, NULL);
+	return ret;
+}
+
+/* The unbind that waits for @seen, whose finished fence is @done, is pushed. */
+static void rbln_unbind_commit(struct rbln_vm *vm, struct dma_resv *resv,
+			       struct rbln_fence_id *seen, u32 count, struct dma_fence *done)
+{
+	dma_resv_lock(resv, NULL);
+	swap(vm->unbind_seen, seen);
+	vm->unbind_seen_count = count;
+	dma_fence_put(vm->unbind_last);
+	vm->unbind_last = dma_fence_get(done);
+	dma_resv_unlock(resv);
+	kvfree(seen);
+}
+
 static int rbln_obj_cmp(const void *a, const void *b)
 {
 	const struct drm_gem_object *x = *(const struct drm_gem_object * const *)a;
@@ -539,9 +624,11 @@ int rbln_vm_bind_ioctl(struct drm_device *drm, void *data, struct drm_file *file
 	struct rbln_sync_signal signal = {};
 	struct rbln_va *map = NULL, *spare[2] = {};
 	struct rbln_vm *vm = rfile->vm;
+	struct dma_resv *resv = drm_gpuvm_resv(&vm->gpuvm);
+	struct rbln_fence_id *seen = NULL;
 	struct rbln_bind_job *job;
-	struct dma_resv *resv;
 	struct dma_fence *done;
+	u32 seen_count = 0;
 	int ret;
 
 	ret = rbln_vm_bind_check(args);
@@ -590,12 +677,10 @@ int rbln_vm_bind_ioctl(struct drm_device *drm, void *data, struct drm_file *file
 		goto err_sched_job;
 	if (job->op == RBLN_VM_BIND_UNMAP) {
 		/* Jobs pushed later are not waited for: they come after the unbind. */
-		resv = drm_gpuvm_resv(&vm->gpuvm);
 		ret = dma_resv_lock_interruptible(resv, NULL);
 		if (ret)
 			goto err_sched_job;
-		ret = drm_sched_job_add_resv_dependencies(&job->base, resv,
-							  DMA_RESV_USAGE_BOOKKEEP);
+		ret = rbln_unbind_add_deps(job, resv, &seen, &seen_count);
 		dma_resv_unlock(resv);
 		if (ret)
 			goto err_sched_job;
@@ -616,6 +701,8 @@ int rbln_vm_bind_ioctl(struct drm_device *drm, void *data, struct drm_file *file
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&vm->lock);
 
+	if (seen)
+		rbln_unbind_commit(vm, resv, seen, seen_count, done);
 	rbln_sync_signal(&signal, done);
 	dma_fence_put(done);
 	kfree(spare[0]);
@@ -626,6 +713,7 @@ err_sched_job:
 	drm_sched_job_cleanup(&job->base);
 err_job:
 	rbln_sync_signal_abort(&signal);
+	kvfree(seen);
 	kfree(map);
 	kfree(spare[0]);
 	kfree(spare[1]);
