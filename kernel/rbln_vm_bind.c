@@ -27,6 +27,7 @@
 #include <linux/slab.h>
 #include <linux/sort.h>
 
+#include <drm/drm_drv.h>
 #include <drm/drm_file.h>
 #include <drm/drm_managed.h>
 #include <drm/gpu_scheduler.h>
@@ -637,6 +638,11 @@ int rbln_vm_bind_ioctl(struct drm_device *drm, void *data, struct drm_file *file
 	ret = rbln_vm_room_get(vm, &vm->bind_jobs);
 	if (ret)
 		return ret;
+	/* After the wait, as SUBMIT: the device may be gone. */
+	if (drm_dev_is_unplugged(drm)) {
+		rbln_vm_room_put(vm, &vm->bind_jobs);
+		return -ENODEV;
+	}
 
 	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
 	if (!job) {

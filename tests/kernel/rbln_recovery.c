@@ -1047,6 +1047,72 @@ TEST(hot_unplug_while_waiting_for_room)
 	ASSERT_EQ(0, hot_close(&vic, &other, added));
 }
 
+struct binder {
+	struct ctx *x;
+	uint64_t va;
+	_Atomic pid_t tid;
+	_Atomic int ret;	/* 1 until the VM_BIND returns */
+};
+
+static void *unmap_once(void *p)
+{
+	struct binder *b = p;
+
+	b->tid = gettid();
+	b->ret = rbln_drm_vm_unmap(b->x->dev, b->va, MIB, NULL, 0, NULL);
+	return NULL;
+}
+
+/*
+ * Removal ends a wait for bind room too, and the bind fails as a SUBMIT
+ * does. It used to go on once the removal had freed the jobs before it,
+ * and return 0 for an unbind on a device that was gone.
+ */
+TEST(hot_unplug_while_a_bind_waits_for_room)
+{
+	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs"), deadline;
+	struct drm_rbln_sync hung = { 0 };
+	struct rbln_test_victim vic;
+	struct binder b = { .ret = 1 };
+	struct ctx gone, other;
+	struct rbln_drm_cmd c;
+	int added = 0, i;
+	pthread_t t;
+	uint64_t va;
+
+	ASSERT_GE(64, max_jobs) TH_LOG("the suite runs with a small max_jobs");
+	ASSERT_EQ(0, hot_open(&vic, &gone, &other, &added));
+	ASSERT_EQ(0, rbln_drm_vm_reserve(gone.dev, MIB, 0, &va));
+	ASSERT_EQ(0, rbln_test_vm_map(gone.dev, va, MIB, gone.mem.handle, 0, 0));
+	rbln_drm_cmd_init(&c, gone.cmd.cpu, gone.cmd.size);
+	rbln_drm_cmd_nop(&c);
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(gone.dev), 0, &hung.handle));
+	ASSERT_EQ(0, inject(vic.name, "hang"));
+	ASSERT_EQ(0, rbln_drm_submit(gone.dev, gone.queue, gone.cmd.va, c.len, &gone.cmd.handle,
+				     1, NULL, 0, &hung));
+	/* Unbinds wait for the hung job and maps for them: the room fills. */
+	for (i = 0; i < max_jobs; i++) {
+		int ret = i % 2 ? rbln_drm_vm_map(gone.dev, va, MIB, gone.mem.handle, 0, 0,
+						  NULL, 0, NULL) :
+				  rbln_drm_vm_unmap(gone.dev, va, MIB, NULL, 0, NULL);
+
+		ASSERT_EQ(0, ret) TH_LOG("bind %d", i);
+	}
+	b.x = &gone;
+	b.va = va;
+	ASSERT_EQ(0, pthread_create(&t, NULL, unmap_once, &b));
+	deadline = rbln_test_now_ms() + rbln_test_ms(10000);
+	while (!(b.tid && waits_for_room(b.tid)) && b.ret == 1 && rbln_test_now_ms() < deadline)
+		usleep(1000);
+	EXPECT_TRUE(waits_for_room(b.tid));
+	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	EXPECT_EQ(-ENODEV, b.ret);
+	ctx_close(&gone);
+	EXPECT_EQ(1, ctx_check(&other, 16));
+	ASSERT_EQ(0, hot_close(&vic, &other, added));
+}
+
 /*
  * A job freed after its file has closed, on a removed device, holds the
  * last reference to its context, and so to the DRM device, whose release
