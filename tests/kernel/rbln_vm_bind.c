@@ -100,6 +100,36 @@ static bool out_holds(struct ctx *x, uint32_t pattern, uint64_t bytes)
 	return true;
 }
 
+/* A NOP the device hangs on, on @x's queue, from page @nop; @hung gets its fence. */
+static int submit_hung_nop(struct ctx *x, struct rbln_test_buf *nop, struct drm_rbln_sync *hung)
+{
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, nop->cpu, nop->size);
+	return (drmSyncobjCreate(rbln_drm_fd(x->dev), 0, &hung->handle) ? -errno : 0) ?:
+	       inject(0, "hang") ?: rbln_drm_cmd_nop(&c) ?:
+	       rbln_drm_submit(x->dev, x->queue, nop->va, c.len, &nop->handle, 1, NULL, 0, hung);
+}
+
+/*
+ * Behind a hung NOP (submit_hung_nop()), a job that fills the MiB at @va
+ * with @pattern and copies it into @x->out; @job gets its fence.
+ */
+static int fill_behind_a_hang(struct ctx *x, struct rbln_test_buf *nop, uint64_t va,
+			      uint32_t pattern, struct drm_rbln_sync *hung,
+			      struct drm_rbln_sync *job)
+{
+	uint32_t bos[2] = { x->out.handle, x->cmd.handle };
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, x->cmd.cpu, x->cmd.size);
+	return submit_hung_nop(x, nop, hung) ?:
+	       (drmSyncobjCreate(rbln_drm_fd(x->dev), 0, &job->handle) ? -errno : 0) ?:
+	       rbln_drm_cmd_dma_fill(&c, va, pattern, MIB) ?:
+	       rbln_drm_cmd_dma_copy(&c, x->out.va, va, MIB) ?:
+	       rbln_drm_submit(x->dev, x->queue, x->cmd.va, c.len, bos, 2, NULL, 0, job);
+}
+
 FIXTURE(vm) {
 	struct ctx x;
 	uint64_t start, size;
@@ -446,8 +476,6 @@ TEST_F(vm, unbind_waits_for_the_jobs_before_it)
 {
 	struct drm_rbln_sync hung = { 0 }, job = { 0 }, unbound = { 0 };
 	int fd = rbln_drm_fd(self->x.dev), status = 0, job_status = 0;
-	uint32_t bos[2] = { self->x.out.handle, self->x.cmd.handle };
-	struct rbln_drm_cmd c;
 	struct rbln_test_buf b, cmd2;
 	uint64_t used, va;
 
@@ -456,20 +484,9 @@ TEST_F(vm, unbind_waits_for_the_jobs_before_it)
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, PAGE, RBLN_BO_HOST, 0, &cmd2));
 	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, MIB, 0, &va));
 	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va, MIB, b.handle, 0, 0));
-	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
-	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &job.handle));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &unbound.handle));
 
-	ASSERT_EQ(0, inject(0, "hang"));
-	rbln_drm_cmd_init(&c, cmd2.cpu, cmd2.size);
-	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
-	ASSERT_EQ(0, rbln_drm_submit(self->x.dev, self->x.queue, cmd2.va, c.len, &cmd2.handle, 1,
-				     NULL, 0, &hung));
-	rbln_drm_cmd_init(&c, self->x.cmd.cpu, self->x.cmd.size);
-	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, va, 0x66666666, MIB));
-	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, self->x.out.va, va, MIB));
-	ASSERT_EQ(0, rbln_drm_submit(self->x.dev, self->x.queue, self->x.cmd.va, c.len, bos, 2,
-				     NULL, 0, &job));
+	ASSERT_EQ(0, fill_behind_a_hang(&self->x, &cmd2, va, 0x66666666, &hung, &job));
 	ASSERT_EQ(0, rbln_drm_vm_unmap(self->x.dev, va, MIB, NULL, 0, &unbound));
 	/* The object's only holder now is the unbind in flight. */
 	rbln_test_buf_free(self->x.dev, &b);
@@ -504,9 +521,7 @@ TEST_F(vm, unbind_after_a_refused_one_still_waits_for_the_jobs_before_it)
 {
 	struct drm_rbln_sync hung = { 0 }, job = { 0 }, unbound = { 0 };
 	int fd = rbln_drm_fd(self->x.dev), status = 0;
-	uint32_t bos[2] = { self->x.out.handle, self->x.cmd.handle };
 	struct rbln_test_buf a, b, cmd2;
-	struct rbln_drm_cmd c;
 	uint64_t va_a, va_b;
 
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, MIB, RBLN_BO_DEVICE, RBLN_BO_NO_VA, &a));
@@ -516,20 +531,9 @@ TEST_F(vm, unbind_after_a_refused_one_still_waits_for_the_jobs_before_it)
 	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, MIB, 0, &va_b));
 	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va_a, MIB, a.handle, 0, 0));
 	ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, va_b, MIB, b.handle, 0, 0));
-	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
-	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &job.handle));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &unbound.handle));
 
-	ASSERT_EQ(0, inject(0, "hang"));
-	rbln_drm_cmd_init(&c, cmd2.cpu, cmd2.size);
-	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
-	ASSERT_EQ(0, rbln_drm_submit(self->x.dev, self->x.queue, cmd2.va, c.len, &cmd2.handle, 1,
-				     NULL, 0, &hung));
-	rbln_drm_cmd_init(&c, self->x.cmd.cpu, self->x.cmd.size);
-	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, va_a, 0x77777777, MIB));
-	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, self->x.out.va, va_a, MIB));
-	ASSERT_EQ(0, rbln_drm_submit(self->x.dev, self->x.queue, self->x.cmd.va, c.len, bos, 2,
-				     NULL, 0, &job));
+	ASSERT_EQ(0, fill_behind_a_hang(&self->x, &cmd2, va_a, 0x77777777, &hung, &job));
 	EXPECT_EQ(-ENOENT, rbln_drm_vm_unmap(self->x.dev, va_b, 2 * MIB, NULL, 0, NULL));
 	ASSERT_EQ(0, rbln_drm_vm_unmap(self->x.dev, va_b, MIB, NULL, 0, NULL));
 	ASSERT_EQ(0, rbln_drm_vm_unmap(self->x.dev, va_a, MIB, NULL, 0, &unbound));
@@ -600,10 +604,7 @@ TEST_F(vm, unbinds_do_not_each_hold_every_queues_fence)
 						   &queues[i])) TH_LOG("queue %d", i);
 	}
 
-	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
-	ASSERT_EQ(0, inject(0, "hang"));
-	ASSERT_EQ(0, rbln_drm_submit(self->x.dev, self->x.queue, cmd2.va, c.len, &cmd2.handle, 1,
-				     NULL, 0, &hung));
+	ASSERT_EQ(0, submit_hung_nop(&self->x, &cmd2, &hung));
 	for (i = 0; i < QUEUES; i++) {
 		ASSERT_EQ(0, rbln_drm_submit(self->x.dev, queues[i], cmd2.va, c.len, &cmd2.handle,
 					     1, &hung, 1, NULL)) TH_LOG("queue %d", i);
@@ -742,19 +743,13 @@ TEST_F(vm, map_waits_for_its_syncobjs)
 {
 	struct drm_rbln_sync hung = { 0 }, mapped = { 0 };
 	int fd = rbln_drm_fd(self->x.dev), status;
-	struct rbln_drm_cmd c;
 	struct rbln_test_buf b;
 	uint64_t va;
 
 	ASSERT_EQ(0, rbln_test_buf_new(self->x.dev, PAGE, RBLN_BO_DEVICE, RBLN_BO_NO_VA, &b));
 	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, PAGE, 0, &va));
-	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &mapped.handle));
-	ASSERT_EQ(0, inject(0, "hang"));
-	rbln_drm_cmd_init(&c, self->x.cmd.cpu, self->x.cmd.size);
-	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
-	ASSERT_EQ(0, rbln_drm_submit(self->x.dev, self->x.queue, self->x.cmd.va, c.len,
-				     &self->x.cmd.handle, 1, NULL, 0, &hung));
+	ASSERT_EQ(0, submit_hung_nop(&self->x, &self->x.cmd, &hung));
 	ASSERT_EQ(0, rbln_drm_vm_map(self->x.dev, va, PAGE, b.handle, 0, 0, &hung, 1, &mapped));
 	if (!drmSyncobjWait(fd, &mapped.handle, 1, 0, 0, NULL))
 		EXPECT_EQ(0, drmSyncobjWait(fd, &hung.handle, 1, 0, 0, NULL));
