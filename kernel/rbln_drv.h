@@ -213,6 +213,7 @@ int rbln_job_slow_free(struct rbln_device *rdev);
 void rbln_job_slow_free_wait(struct rbln_device *rdev);
 int rbln_vm_room_get(struct rbln_vm *vm, atomic_t *count);
 void rbln_vm_room_put(struct rbln_vm *vm, atomic_t *count);
+bool rbln_vm_jobs_wait(struct rbln_vm *vm, atomic_t *count);
 void rbln_queues_destroy(struct rbln_file *rfile);
 u64 rbln_ring_busy_ns(struct rbln_device *rdev);
 void rbln_job_show_fdinfo(struct drm_printer *p, struct drm_file *file);

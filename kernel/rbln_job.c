@@ -687,6 +687,23 @@ void rbln_vm_room_put(struct rbln_vm *vm, atomic_t *count)
 		wake_up_all(&vm->jobs_done);
 }
 
+/**
+ * rbln_vm_jobs_wait() - give a closing context's jobs time to be freed
+ * @vm: the context
+ * @count: its count of jobs or of bind jobs (rbln_vm_room_get())
+ *
+ * A job holds what it uses until the scheduler frees it, a moment after
+ * its fence has signaled; waiting for that releases it with the file. For
+ * job_timeout_ms at most, as long as one job may run.
+ *
+ * Return: true if they are all gone.
+ */
+bool rbln_vm_jobs_wait(struct rbln_vm *vm, atomic_t *count)
+{
+	return wait_event_timeout(vm->jobs_done, !atomic_read(count),
+				  msecs_to_jiffies(job_timeout_ms));
+}
+
 static void rbln_job_free(struct rbln_job *job)
 {
 	u32 i;
@@ -1047,8 +1064,7 @@ void rbln_queues_destroy(struct rbln_file *rfile)
 		rbln_queue_put(queue);
 	}
 	xa_destroy(&rfile->queues);
-	if (wait_event_timeout(vm->jobs_done, !atomic_read(&vm->jobs),
-			       msecs_to_jiffies(job_timeout_ms)))
+	if (rbln_vm_jobs_wait(vm, &vm->jobs))
 		return;
 	rbln_vm_cancel(vm);
 	wait_event(vm->rings_done, !atomic_read(&vm->ring_jobs));

@@ -219,11 +219,15 @@ int rbln_vm_bind_open(struct rbln_file *rfile, struct rbln_device *rdev)
  * @rfile: the file, its jobs done (rbln_queues_destroy())
  *
  * Binds still waiting are killed: unbinds among them clear their entries
- * all the same (rbln_bind_free_job()).
+ * all the same (rbln_bind_free_job()). Then, as for jobs, the bind jobs
+ * get a job timeout to be freed, so that the objects they hold go with
+ * the file; one killed waits for what it waited for, maybe another file's
+ * job, and holds its object until then.
  */
 void rbln_vm_bind_close(struct rbln_file *rfile)
 {
 	drm_sched_entity_destroy(&rfile->bind_entity);
+	rbln_vm_jobs_wait(rfile->vm, &rfile->vm->bind_jobs);
 }
 
 /**

@@ -786,6 +786,37 @@ TEST_F(vm, binds_take_timeline_points)
  * Closing a file with binds and jobs in flight, from many processes at
  * once: nothing is left behind, and the device memory comes back.
  */
+/*
+ * A bind job holds the object it maps until the scheduler frees it, some
+ * time after its fence has signaled. Close waits for that, as for jobs:
+ * once it returns, what the file held is back. It used to be counted
+ * still, for as long as the scheduler took to free the last binds.
+ */
+TEST(close_gives_back_what_its_binds_held)
+{
+	int round, i;
+
+	for (round = 0; round < 50; round++) {
+		struct drm_rbln_sync done = { 0 };
+		struct rbln_drm_device *dev;
+		uint64_t va, bo_va;
+		uint32_t bo;
+
+		ASSERT_EQ(0, rbln_test_open(0, &dev));
+		ASSERT_EQ(0, rbln_drm_bo_create(dev, MIB, RBLN_BO_DEVICE, RBLN_BO_NO_VA, &bo,
+						&bo_va));
+		ASSERT_EQ(0, rbln_drm_vm_reserve(dev, MIB, 0, &va));
+		ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &done.handle));
+		for (i = 0; i < 16; i++)
+			ASSERT_EQ(0, i % 2 ? rbln_drm_vm_unmap(dev, va, MIB, NULL, 0,
+							       i == 15 ? &done : NULL) :
+					     rbln_drm_vm_map(dev, va, MIB, bo, 0, 0, NULL, 0, NULL));
+		ASSERT_EQ(1, rbln_test_sync_status(dev, done.handle, 10000));
+		rbln_drm_close(dev);
+		ASSERT_EQ(0, rbln_test_mem_used(0)) TH_LOG("after close %d", round);
+	}
+}
+
 TEST(binds_race_close)
 {
 	struct rbln_drm_device *dev;
