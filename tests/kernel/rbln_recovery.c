@@ -495,6 +495,19 @@ TEST_F(recovery, injected_dma_error_and_fault)
 	EXPECT_EQ(-EINVAL, inject(rbln_test_dev_name(0), "melt"));
 }
 
+/* A NOP that hangs, on @x's queue on the device named @name; @hung gets its fence. */
+static int submit_hung_nop(struct ctx *x, const char *name, struct drm_rbln_sync *hung)
+{
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, x->cmd.cpu, x->cmd.size);
+	rbln_drm_cmd_nop(&c);
+	return (drmSyncobjCreate(rbln_drm_fd(x->dev), 0, &hung->handle) ? -errno : 0) ?:
+	       inject(name, "hang") ?:
+	       rbln_drm_submit(x->dev, x->queue, x->cmd.va, c.len, &x->cmd.handle, 1, NULL, 0,
+			       hung);
+}
+
 /*
  * Fills @x's file up to max_jobs unfinished jobs behind a hung one, which
  * holds them all until job_timeout_ms ends it. Its fence is left in @hung.
@@ -504,22 +517,42 @@ static int fill_behind_a_hang(struct ctx *x, const char *name, struct drm_rbln_s
 			      bool fault)
 {
 	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs");
-	struct rbln_drm_cmd c;
 	long long i;
 	int ret;
 
 	if (max_jobs < 2 || max_jobs > 64)
 		return -ERANGE;	/* the suite runs with a small max_jobs */
-	rbln_drm_cmd_init(&c, x->cmd.cpu, x->cmd.size);
-	rbln_drm_cmd_nop(&c);
-	ret = drmSyncobjCreate(rbln_drm_fd(x->dev), 0, &hung->handle) ? -errno :
-	      inject(name, "hang");
-	for (i = 0; i < max_jobs && !ret; i++) {
+	ret = submit_hung_nop(x, name, hung);
+	for (i = 1; i < max_jobs && !ret; i++) {
 		if (i == 1 && fault)
 			ret = inject(name, "fault");
-		ret = ret ?: rbln_drm_submit(x->dev, x->queue, x->cmd.va, c.len,
-					     &x->cmd.handle, 1, NULL, 0, i ? NULL : hung);
+		ret = ret ?: rbln_drm_submit(x->dev, x->queue, x->cmd.va, 8, &x->cmd.handle, 1,
+					     NULL, 0, NULL);
 	}
+	return ret;
+}
+
+/*
+ * The same for bind jobs: @x's file reserves a MiB at @va, then maps and
+ * unmaps it max_jobs times, the first map after @blocker. @va is left
+ * unmapped. A bind job gives its room back when the scheduler frees it,
+ * some time after its fence has signaled (later still in a busy guest), so
+ * the file must have made no bind before: one not yet freed would take the
+ * last room and leave the last bind here waiting for @blocker.
+ */
+static int fill_binds_behind(struct ctx *x, const struct drm_rbln_sync *blocker, uint64_t *va)
+{
+	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs");
+	long long i;
+	int ret;
+
+	if (max_jobs < 2 || max_jobs > 64 || max_jobs % 2)
+		return -ERANGE;	/* the suite runs with a small, even max_jobs */
+	ret = rbln_drm_vm_reserve(x->dev, MIB, 0, va);
+	for (i = 0; i < max_jobs && !ret; i++)
+		ret = i % 2 ? rbln_drm_vm_unmap(x->dev, *va, MIB, NULL, 0, NULL) :
+			      rbln_drm_vm_map(x->dev, *va, MIB, x->mem.handle, 0, 0,
+					      i ? NULL : blocker, !i, NULL);
 	return ret;
 }
 
@@ -657,51 +690,47 @@ TEST_F(recovery, submit_waits_for_room_at_max_jobs)
 
 /*
  * Bind jobs have a room of their own, as large: max_jobs binds wait
- * behind a hung job (an unmap waits for every job submitted before it,
- * and binds run in order), and the next one returns only after the hung
- * job timed out. Without
- * the bound, a file could queue binds until the kernel ran out of memory.
+ * behind long jobs (a bind waits for them, an unmap for every job before
+ * it, and binds run in order), and the next one returns only after those
+ * timed out. Without the bound, a file could queue binds until the kernel
+ * ran out of memory.
  */
 TEST_F(recovery, vm_bind_waits_for_room_at_max_jobs)
 {
-	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs");
-	struct drm_rbln_sync hung = { 0 }, sig = { 0 };
-	int fd = rbln_drm_fd(self->a.dev), status;
+	struct drm_rbln_sync last = { 0 }, sig = { 0 };
+	int fd = rbln_drm_fd(self->a.dev), status, i;
+	struct rbln_test_buf big, longcmd;
+	uint32_t bos[2], long_len;
 	struct rbln_drm_cmd c;
-	long long i;
 	uint64_t va;
 
-	ASSERT_EQ(0, max_jobs % 2);
-	ASSERT_GE(64, max_jobs) TH_LOG("the suite runs with a small max_jobs");
-	ASSERT_EQ(0, rbln_drm_vm_reserve(self->a.dev, MIB, 0, &va));
-	ASSERT_EQ(0, rbln_test_vm_map(self->a.dev, va, MIB, self->a.mem.handle, 0, 0));
+	/* A queue runs its jobs in turn: four timeouts for what follows. */
+	ASSERT_EQ(0, long_job_new(&self->a, &big, &longcmd, &long_len));
+	bos[0] = longcmd.handle;
+	bos[1] = big.handle;
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &last.handle));
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, longcmd.va, long_len,
+					     bos, 2, NULL, 0, i == 3 ? &last : NULL));
+	ASSERT_EQ(0, fill_binds_behind(&self->a, &last, &va));
+	/* The regular room is another: a job goes in at once. */
 	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
 	rbln_drm_cmd_nop(&c);
-	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
-	ASSERT_EQ(0, inject(rbln_test_dev_name(0), "hang"));
-	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
-				     &self->a.cmd.handle, 1, NULL, 0, &hung));
-	/* Unmapping what is not mapped fails: unmaps and maps take turns. */
-	for (i = 0; i < max_jobs; i++) {
-		int ret = i % 2 ? rbln_drm_vm_map(self->a.dev, va, MIB, self->a.mem.handle, 0, 0,
-						  NULL, 0, NULL) :
-				  rbln_drm_vm_unmap(self->a.dev, va, MIB, NULL, 0, NULL);
-
-		ASSERT_EQ(0, ret) TH_LOG("bind %lld", i);
-	}
-	/* The regular room is another: a job goes in at once. */
 	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
 				     &self->a.cmd.handle, 1, NULL, 0, NULL));
-	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hung.handle, 0, &status));
-	ASSERT_EQ(0, status);
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, last.handle, 0, &status));
+	ASSERT_EQ(0, status) TH_LOG("the binds or the job waited for the long jobs");
 
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig.handle));
-	ASSERT_EQ(0, rbln_drm_vm_unmap(self->a.dev, va, MIB, NULL, 0, &sig));
-	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hung.handle, 0, &status));
+	ASSERT_EQ(0, rbln_drm_vm_map(self->a.dev, va, MIB, self->a.mem.handle, 0, 0, NULL, 0,
+				     &sig));
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, last.handle, 0, &status));
 	EXPECT_EQ(-ETIMEDOUT, status);
 	EXPECT_EQ(1, rbln_test_sync_status(self->a.dev, sig.handle, 10000));
 	/* The bound is per file: the other file goes on as before. */
 	EXPECT_EQ(1, ctx_check(&self->b, 11));
+	rbln_test_buf_free(self->a.dev, &longcmd);
+	rbln_test_buf_free(self->a.dev, &big);
 }
 
 struct herd {
@@ -1054,12 +1083,12 @@ struct binder {
 	_Atomic int ret;	/* 1 until the VM_BIND returns */
 };
 
-static void *unmap_once(void *p)
+static void *map_once(void *p)
 {
 	struct binder *b = p;
 
 	b->tid = gettid();
-	b->ret = rbln_drm_vm_unmap(b->x->dev, b->va, MIB, NULL, 0, NULL);
+	b->ret = rbln_drm_vm_map(b->x->dev, b->va, MIB, b->x->mem.handle, 0, 0, NULL, 0, NULL);
 	return NULL;
 }
 
@@ -1070,37 +1099,21 @@ static void *unmap_once(void *p)
  */
 TEST(hot_unplug_while_a_bind_waits_for_room)
 {
-	long long max_jobs = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/max_jobs"), deadline;
 	struct drm_rbln_sync hung = { 0 };
-	struct rbln_test_victim vic;
 	struct binder b = { .ret = 1 };
+	struct rbln_test_victim vic;
 	struct ctx gone, other;
-	struct rbln_drm_cmd c;
-	int added = 0, i;
+	int64_t deadline;
+	int added = 0;
 	pthread_t t;
 	uint64_t va;
 
-	ASSERT_GE(64, max_jobs) TH_LOG("the suite runs with a small max_jobs");
 	ASSERT_EQ(0, hot_open(&vic, &gone, &other, &added));
-	ASSERT_EQ(0, rbln_drm_vm_reserve(gone.dev, MIB, 0, &va));
-	ASSERT_EQ(0, rbln_test_vm_map(gone.dev, va, MIB, gone.mem.handle, 0, 0));
-	rbln_drm_cmd_init(&c, gone.cmd.cpu, gone.cmd.size);
-	rbln_drm_cmd_nop(&c);
-	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(gone.dev), 0, &hung.handle));
-	ASSERT_EQ(0, inject(vic.name, "hang"));
-	ASSERT_EQ(0, rbln_drm_submit(gone.dev, gone.queue, gone.cmd.va, c.len, &gone.cmd.handle,
-				     1, NULL, 0, &hung));
-	/* Unbinds wait for the hung job and maps for them: the room fills. */
-	for (i = 0; i < max_jobs; i++) {
-		int ret = i % 2 ? rbln_drm_vm_map(gone.dev, va, MIB, gone.mem.handle, 0, 0,
-						  NULL, 0, NULL) :
-				  rbln_drm_vm_unmap(gone.dev, va, MIB, NULL, 0, NULL);
-
-		ASSERT_EQ(0, ret) TH_LOG("bind %d", i);
-	}
+	ASSERT_EQ(0, submit_hung_nop(&gone, vic.name, &hung));
+	ASSERT_EQ(0, fill_binds_behind(&gone, &hung, &va));
 	b.x = &gone;
 	b.va = va;
-	ASSERT_EQ(0, pthread_create(&t, NULL, unmap_once, &b));
+	ASSERT_EQ(0, pthread_create(&t, NULL, map_once, &b));
 	deadline = rbln_test_now_ms() + rbln_test_ms(10000);
 	while (!(b.tid && waits_for_room(b.tid)) && b.ret == 1 && rbln_test_now_ms() < deadline)
 		usleep(1000);
