@@ -57,6 +57,9 @@ struct rbln_ring;
  * @ctx_ids: allocator of context indices.
  * @ctx_lru: contexts holding an index, by &rbln_vm.ctx_link, least
  *	recently woken first: where a job finds one to take (rbln_vm_pin()).
+ * @ctx_used: indices held by contexts; sysfs reads it without the lock.
+ * @ctx_steals: indices a job took from an idle context, since probe;
+ *	sysfs reads it without the lock.
  * @ctx_table: the context table the device reads (rbln_hw.h); NULL once
  *	the device is unplugged (rbln_mmu_unplug()).
  * @ctx_table_dma: its DMA address.
@@ -108,6 +111,8 @@ struct rbln_device {
 	struct mutex ctx_lock; /* ctx_ids, ctx_lru, ids, entries; inside vms_lock */
 	struct ida ctx_ids;
 	struct list_head ctx_lru;
+	u32 ctx_used;
+	u64 ctx_steals;
 	u64 *ctx_table;
 	dma_addr_t ctx_table_dma;
 	struct mutex inval_lock; /* one MMU_INVALIDATE at a time; innermost */

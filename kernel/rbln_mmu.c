@@ -578,6 +578,8 @@ static int rbln_ctx_find(struct rbln_device *rdev)
 	int id;
 
 	id = ida_alloc_range(&rdev->ctx_ids, 1, RBLN_MAX_CONTEXTS - 1, GFP_KERNEL);
+	if (id >= 0)
+		WRITE_ONCE(rdev->ctx_used, rdev->ctx_used + 1);
 	if (id != -ENOSPC)
 		return id;
 	list_for_each_entry(vm, &rdev->ctx_lru, ctx_link) {
@@ -585,6 +587,7 @@ static int rbln_ctx_find(struct rbln_device *rdev)
 			continue;
 		id = vm->id;
 		rbln_ctx_evict(rdev, vm);
+		WRITE_ONCE(rdev->ctx_steals, rdev->ctx_steals + 1);
 		return id;
 	}
 	return -ENOSPC;
@@ -684,6 +687,7 @@ static void rbln_vm_release(struct kref *ref)
 		else
 			list_del(&vm->ctx_link);
 		ida_free(&rdev->ctx_ids, id);
+		WRITE_ONCE(rdev->ctx_used, rdev->ctx_used - 1);
 	}
 	mutex_unlock(&rdev->ctx_lock);
 	if (vm->root.cpu)

@@ -6,7 +6,9 @@
  * need no access to the device node: memory in bytes, the time the device
  * spent executing in nanoseconds over all rings (utilisation is its rate of
  * change divided by num_rings), how many times a hung job made the driver
- * reset a ring, and whether the device is the emulated NPU.
+ * reset a ring, whether the device is the emulated NPU, and its hardware
+ * contexts: how many it has, how many files hold one, and how often a job
+ * had to take an idle file's (contention for them).
  */
 
 #include <linux/device.h>
@@ -64,6 +66,32 @@ static ssize_t num_rings_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(num_rings);
 
+static ssize_t contexts_total_show(struct device *dev, struct device_attribute *attr,
+				   char *buf)
+{
+	/* Index 0 stands for none (&rbln_vm.id). */
+	return sysfs_emit(buf, "%u\n", RBLN_MAX_CONTEXTS - 1);
+}
+static DEVICE_ATTR_RO(contexts_total);
+
+static ssize_t contexts_used_show(struct device *dev, struct device_attribute *attr,
+				  char *buf)
+{
+	struct rbln_device *rdev = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(rdev->ctx_used));
+}
+static DEVICE_ATTR_RO(contexts_used);
+
+static ssize_t context_steals_show(struct device *dev, struct device_attribute *attr,
+				   char *buf)
+{
+	struct rbln_device *rdev = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%llu\n", READ_ONCE(rdev->ctx_steals));
+}
+static DEVICE_ATTR_RO(context_steals);
+
 static struct attribute *rbln_dev_attrs[] = {
 	&dev_attr_memory_total.attr,
 	&dev_attr_memory_used.attr,
@@ -71,6 +99,9 @@ static struct attribute *rbln_dev_attrs[] = {
 	&dev_attr_reset_count.attr,
 	&dev_attr_emulated.attr,
 	&dev_attr_num_rings.attr,
+	&dev_attr_contexts_total.attr,
+	&dev_attr_contexts_used.attr,
+	&dev_attr_context_steals.attr,
 	NULL
 };
 

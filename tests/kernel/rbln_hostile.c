@@ -546,15 +546,21 @@ static int filler_wait(struct filler *fl, uint32_t value)
  * once, twice (the first 77 lose their context to the last ones in
  * between), each filling its own buffer, and every buffer holds its own
  * file's value and nothing else; then half of them close with their jobs
- * in flight while the other half run theirs.
+ * in flight while the other half run theirs. sysfs counts the contexts
+ * held and taken.
  */
 TEST(more_files_run_jobs_than_the_device_has_contexts)
 {
 	enum { FILES = 1100 };
 	struct rlimit lim = { FILES + 64, FILES + 64 };
+	long long used = rbln_test_attr(0, "contexts_used");
+	long long steals = rbln_test_attr(0, "context_steals");
 	static struct filler fl[FILES];
 	int i, round, failed;
 
+	ASSERT_EQ(1023, rbln_test_attr(0, "contexts_total"));
+	ASSERT_LE(0, used);
+	ASSERT_LE(0, steals);
 	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &lim));
 	for (i = 0; i < FILES; i++) {
 		ASSERT_EQ(0, filler_open(&fl[i])) TH_LOG("file %d", i);
@@ -572,6 +578,9 @@ TEST(more_files_run_jobs_than_the_device_has_contexts)
 				TH_LOG("round %d, file %d: %d", round, i, status);
 		}
 		EXPECT_EQ(0, failed) TH_LOG("round %d", round);
+		/* Every file has held one; none has given its back. */
+		EXPECT_EQ(1023, rbln_test_attr(0, "contexts_used"));
+		EXPECT_LE(steals + round * (FILES - 1023), rbln_test_attr(0, "context_steals"));
 	}
 
 	for (i = 0; i < FILES; i++) {
@@ -590,6 +599,7 @@ TEST(more_files_run_jobs_than_the_device_has_contexts)
 	EXPECT_EQ(0, failed);
 	for (i = 0; i < FILES; i += 2)
 		filler_close(&fl[i]);
+	EXPECT_EQ(used, rbln_test_attr_settles_at(0, "contexts_used", used));
 }
 
 /*

@@ -340,20 +340,28 @@ static inline long long rbln_test_mem_used(unsigned int id)
 }
 
 /*
- * Device memory in use on initial device @id once the jobs of closed files
- * are gone: a finished job drops its objects when the scheduler frees it,
- * after its fence signals, so memory another device's job used may still
- * be counted for a moment after every file closed. Waits up to 2 s
- * (scaled) for it to reach @expected, and returns what it reads then.
+ * Attribute @attr of initial device @id once the jobs of closed files are
+ * gone: a finished job drops its objects and its context when the
+ * scheduler frees it, after its fence signals, so what another device's
+ * job used may still be counted for a moment after every file closed.
+ * Waits up to 2 s (scaled) for it to reach @expected, and returns what it
+ * reads then.
  */
-static inline long long rbln_test_mem_used_settles_at(unsigned int id, long long expected)
+static inline long long rbln_test_attr_settles_at(unsigned int id, const char *attr,
+						  long long expected)
 {
 	int64_t deadline = rbln_test_deadline_ns(2000);
-	long long used;
+	long long v;
 
-	while ((used = rbln_test_mem_used(id)) != expected && rbln_test_deadline_ns(0) < deadline)
+	while ((v = rbln_test_attr(id, attr)) != expected && rbln_test_deadline_ns(0) < deadline)
 		sched_yield();
-	return used;
+	return v;
+}
+
+/* rbln_test_attr_settles_at() for the device memory in use. */
+static inline long long rbln_test_mem_used_settles_at(unsigned int id, long long expected)
+{
+	return rbln_test_attr_settles_at(id, "memory_used", expected);
 }
 
 /* rbln_test_mem_used_settles_at() 0: what every closed file held is back. */
