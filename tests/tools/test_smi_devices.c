@@ -205,6 +205,10 @@ FIXTURE_SETUP(sysfs)
 				true, true, "512"));
 	ASSERT_EQ(0, add_device(self->root, "rbln_emu0", "rbln_emu", "rbln", 1,
 				true, true, "64"));
+	/* Only this one's driver knows contexts; the others' is older. */
+	ASSERT_EQ(0, put_file(self->root, "devices/rbln_emu0/contexts_total", "1023\n"));
+	ASSERT_EQ(0, put_file(self->root, "devices/rbln_emu0/contexts_used", "5\n"));
+	ASSERT_EQ(0, put_file(self->root, "devices/rbln_emu0/context_steals", "7\n"));
 	ASSERT_EQ(0, add_device(self->root, "pci0000:00/0000:00:04.0", "pci", "intel_vpu", 2,
 				false, false, "0"));
 	ASSERT_EQ(0, add_device(self->root, "pci10000:e1/10000:e1:00.0", "pci", "rbln", 3,
@@ -350,6 +354,51 @@ TEST_F(sysfs, id_takes_bus_ids)
 	EXPECT_EQ(1, smi_resolve(s, "/dev/accel/accel1"));
 	EXPECT_EQ(3, smi_resolve(s, "3"));
 	EXPECT_EQ(-1, smi_resolve(s, "4"));
+}
+
+/* Per device, whatever the query and JSON outputs: a driver without them is healthy. */
+TEST_F(sysfs, contexts_or_unknown_from_an_older_driver)
+{
+	char *query = print(smi_print_query, &self->snap), *text = print(smi_print_json, &self->snap);
+	const struct smi_device *d = self->snap.devices;
+	json_object *doc, *devs, *ctx, *val;
+
+	EXPECT_EQ(1023, d[1].contexts_total);
+	EXPECT_EQ(5, d[1].contexts_used);
+	EXPECT_EQ(7, d[1].context_steals);
+	EXPECT_EQ(SMI_UNKNOWN, d[0].contexts_total);
+	EXPECT_EQ(SMI_UNKNOWN, d[0].contexts_used);
+	EXPECT_EQ(SMI_UNKNOWN, d[0].context_steals);
+	EXPECT_EQ(SMI_HEALTH_OK, d[0].health);
+	EXPECT_EQ(SMI_HEALTH_OK, d[1].health);
+
+	ASSERT_NE(NULL, query);
+	EXPECT_NE(NULL, strstr(query, "\n    Contexts\n"
+				       "        Total                  : 1023\n"
+				       "        In use                 : 5\n"
+				       "        Steals                 : 7\n"));
+	EXPECT_NE(NULL, strstr(query, "\n    Contexts\n"
+				       "        Total                  : N/A\n"
+				       "        In use                 : N/A\n"
+				       "        Steals                 : N/A\n"));
+
+	ASSERT_NE(NULL, text);
+	doc = json_tokener_parse(text);
+	ASSERT_NE(NULL, doc);
+	ASSERT_TRUE(json_object_object_get_ex(doc, "devices", &devs));
+	ASSERT_TRUE(json_object_object_get_ex(json_object_array_get_idx(devs, 1), "contexts",
+					      &ctx));
+	ASSERT_TRUE(json_object_object_get_ex(ctx, "used", &val));
+	EXPECT_EQ(5, json_object_get_int64(val));
+	ASSERT_TRUE(json_object_object_get_ex(ctx, "steals", &val));
+	EXPECT_EQ(7, json_object_get_int64(val));
+	ASSERT_TRUE(json_object_object_get_ex(json_object_array_get_idx(devs, 0), "contexts",
+					      &ctx));
+	ASSERT_TRUE(json_object_object_get_ex(ctx, "total", &val));
+	EXPECT_EQ(NULL, val);
+	json_object_put(doc);
+	free(text);
+	free(query);
 }
 
 TEST(no_sysfs_no_device)

@@ -145,7 +145,7 @@ static int read_device(const char *name, unsigned int minor, struct smi_device *
 {
 	char dir[PATH_MAX], path[PATH_MAX], buf[32];
 	unsigned int major, mnr;
-	bool failed = false;
+	bool failed = false, optional = false;
 	uint64_t emulated;
 	int ret;
 
@@ -181,6 +181,10 @@ static int read_device(const char *name, unsigned int minor, struct smi_device *
 	d->reset_count = read_attr(dir, "reset_count", &failed);
 	emulated = read_attr(dir, "emulated", &failed);
 	d->emulated = emulated == 1;
+	/* Newer than the rest: a driver without them is not unhealthy. */
+	d->contexts_total = read_attr(dir, "contexts_total", &optional);
+	d->contexts_used = read_attr(dir, "contexts_used", &optional);
+	d->context_steals = read_attr(dir, "context_steals", &optional);
 	if (failed && access(dir, F_OK) && errno == ENOENT)
 		return -ENOENT;
 	d->health = failed ? SMI_HEALTH_UNKNOWN : SMI_HEALTH_OK;

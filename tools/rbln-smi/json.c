@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * json.c - rbln-smi --json: one document per snapshot, as described by
- * docs/rbln-smi-schema.json (schema_version 1)
+ * docs/rbln-smi-schema.json (schema_version 2)
  *
  * Sizes are bytes and times nanoseconds, as exact integers; a value that
  * could not be read is null.
@@ -15,7 +15,7 @@
 
 #include "smi.h"
 
-#define SMI_SCHEMA_VERSION	1
+#define SMI_SCHEMA_VERSION	2
 
 /* Builds a tree, remembering whether any allocation failed. */
 struct builder {
@@ -74,7 +74,7 @@ static json_object *region(struct builder *b, const struct smi_region *r)
 
 static json_object *device(struct builder *b, const struct smi_device *d)
 {
-	json_object *o = json_object_new_object(), *mem, *util;
+	json_object *o = json_object_new_object(), *mem, *util, *ctx;
 	char pct[16];
 
 	put(b, o, "index", json_object_new_uint64(d->index));
@@ -106,6 +106,11 @@ static json_object *device(struct builder *b, const struct smi_device *d)
 	put_u64(b, o, "busy_ns", d->busy_ns);
 	put_u64(b, o, "num_rings", d->num_rings);
 	put_u64(b, o, "reset_count", d->reset_count);
+	ctx = json_object_new_object();
+	put_u64(b, ctx, "total", d->contexts_total);
+	put_u64(b, ctx, "used", d->contexts_used);
+	put_u64(b, ctx, "steals", d->context_steals);
+	put(b, o, "contexts", ctx);
 	put_string(b, o, "health", smi_health_name(d->health));
 	return o;
 }

@@ -251,6 +251,10 @@ static void query_device(FILE *out, const struct smi_snapshot *s, const struct s
 	fprintf(out, "        %-22s : %s\n", "Busy time", fmt_seconds(buf, sizeof(buf), d->busy_ns));
 	fprintf(out, "    %-26s : %s\n", "Rings", fmt_u64(buf, sizeof(buf), d->num_rings));
 	fprintf(out, "    %-26s : %s\n", "Reset count", fmt_u64(buf, sizeof(buf), d->reset_count));
+	fprintf(out, "    Contexts\n");
+	fprintf(out, "        %-22s : %s\n", "Total", fmt_u64(buf, sizeof(buf), d->contexts_total));
+	fprintf(out, "        %-22s : %s\n", "In use", fmt_u64(buf, sizeof(buf), d->contexts_used));
+	fprintf(out, "        %-22s : %s\n", "Steals", fmt_u64(buf, sizeof(buf), d->context_steals));
 
 	fprintf(out, "    Processes\n");
 	for (i = 0; i < s->nprocs; i++) {

@@ -64,6 +64,10 @@ struct smi_device {
 	uint64_t busy_ns;
 	uint64_t num_rings;
 	uint64_t reset_count;
+	/* Hardware contexts; SMI_UNKNOWN from a driver without them. */
+	uint64_t contexts_total;
+	uint64_t contexts_used;
+	uint64_t context_steals;
 	/* Derived from two samples. */
 	double utilization;		/* percent, or < 0 when not measured */
 	uint64_t interval_ns;		/* between the two samples; 0: none */
