@@ -94,7 +94,7 @@ TEST(each_ring_and_faults_have_a_vector_of_their_own)
 	struct rbln_drm_device *dev, *hanger;
 	long long before[16], faults, rings;
 	uint32_t queue[QUEUES], done_handles[QUEUES], bos[2], hang_queue;
-	struct rbln_drm_cmd c, nop;
+	struct rbln_drm_cmd c;
 	char what[16];
 	int q, r, j, fd;
 
@@ -126,12 +126,8 @@ TEST(each_ring_and_faults_have_a_vector_of_their_own)
 	ASSERT_EQ(0, rbln_test_open(0, &hanger));
 	ASSERT_EQ(0, rbln_drm_queue_create(hanger, RBLN_QUEUE_PRIORITY_NORMAL, &hang_queue));
 	ASSERT_EQ(0, rbln_test_buf_new(hanger, 4096, RBLN_BO_HOST, 0, &hang_cmd));
-	rbln_drm_cmd_init(&nop, hang_cmd.cpu, hang_cmd.size);
-	ASSERT_EQ(0, rbln_drm_cmd_nop(&nop));
-	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(hanger), 0, &gate.handle));
-	ASSERT_EQ(0, rbln_test_inject(0, "hang"));
-	ASSERT_EQ(0, rbln_drm_submit(hanger, hang_queue, hang_cmd.va, nop.len, &hang_cmd.handle, 1,
-				     NULL, 0, &gate));
+	ASSERT_EQ(0, rbln_test_submit_hung_nop(hanger, hang_queue, &hang_cmd, rbln_test_dev_name(0),
+					       &gate));
 	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(hanger), gate.handle, &fd));
 	ASSERT_EQ(0, drmSyncobjDestroy(rbln_drm_fd(hanger), gate.handle));
 	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &gate.handle));

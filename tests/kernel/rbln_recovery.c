@@ -498,14 +498,7 @@ TEST_F(recovery, injected_dma_error_and_fault)
 /* A NOP that hangs, on @x's queue on the device named @name; @hung gets its fence. */
 static int submit_hung_nop(struct ctx *x, const char *name, struct drm_rbln_sync *hung)
 {
-	struct rbln_drm_cmd c;
-
-	rbln_drm_cmd_init(&c, x->cmd.cpu, x->cmd.size);
-	rbln_drm_cmd_nop(&c);
-	return (drmSyncobjCreate(rbln_drm_fd(x->dev), 0, &hung->handle) ? -errno : 0) ?:
-	       inject(name, "hang") ?:
-	       rbln_drm_submit(x->dev, x->queue, x->cmd.va, c.len, &x->cmd.handle, 1, NULL, 0,
-			       hung);
+	return rbln_test_submit_hung_nop(x->dev, x->queue, &x->cmd, name, hung);
 }
 
 /*
@@ -733,13 +726,16 @@ TEST_F(recovery, vm_bind_waits_for_room_at_max_jobs)
 	rbln_test_buf_free(self->a.dev, &big);
 }
 
+/* A thread that makes one call which may wait for room: a SUBMIT or a VM_BIND map. */
 struct herd {
 	struct rbln_drm_device *dev;
-	uint32_t queue, cmd;
+	uint32_t queue, cmd;	/* herd_submit(): a NOP at cmd_va */
 	uint64_t cmd_va;
+	uint32_t bo;		/* herd_map(): a MiB of bo at va */
+	uint64_t va;
 	pthread_t thread;
 	_Atomic pid_t tid;
-	_Atomic int ret;	/* 1 until the SUBMIT returns */
+	_Atomic int ret;	/* 1 until the call returns */
 };
 
 static void *herd_submit(void *p)
@@ -748,6 +744,15 @@ static void *herd_submit(void *p)
 
 	h->tid = gettid();
 	h->ret = rbln_drm_submit(h->dev, h->queue, h->cmd_va, 8, &h->cmd, 1, NULL, 0, NULL);
+	return NULL;
+}
+
+static void *herd_map(void *p)
+{
+	struct herd *h = p;
+
+	h->tid = gettid();
+	h->ret = rbln_drm_vm_map(h->dev, h->va, MIB, h->bo, 0, 0, NULL, 0, NULL);
 	return NULL;
 }
 
@@ -1076,22 +1081,6 @@ TEST(hot_unplug_while_waiting_for_room)
 	ASSERT_EQ(0, hot_close(&vic, &other, added));
 }
 
-struct binder {
-	struct ctx *x;
-	uint64_t va;
-	_Atomic pid_t tid;
-	_Atomic int ret;	/* 1 until the VM_BIND returns */
-};
-
-static void *map_once(void *p)
-{
-	struct binder *b = p;
-
-	b->tid = gettid();
-	b->ret = rbln_drm_vm_map(b->x->dev, b->va, MIB, b->x->mem.handle, 0, 0, NULL, 0, NULL);
-	return NULL;
-}
-
 /*
  * Removal ends a wait for bind room too, and the bind fails as a SUBMIT
  * does. It used to go on once the removal had freed the jobs before it,
@@ -1100,26 +1089,24 @@ static void *map_once(void *p)
 TEST(hot_unplug_while_a_bind_waits_for_room)
 {
 	struct drm_rbln_sync hung = { 0 };
-	struct binder b = { .ret = 1 };
 	struct rbln_test_victim vic;
 	struct ctx gone, other;
+	struct herd b;
 	int64_t deadline;
 	int added = 0;
-	pthread_t t;
 	uint64_t va;
 
 	ASSERT_EQ(0, hot_open(&vic, &gone, &other, &added));
 	ASSERT_EQ(0, submit_hung_nop(&gone, vic.name, &hung));
 	ASSERT_EQ(0, fill_binds_behind(&gone, &hung, &va));
-	b.x = &gone;
-	b.va = va;
-	ASSERT_EQ(0, pthread_create(&t, NULL, map_once, &b));
+	b = (struct herd){ .dev = gone.dev, .bo = gone.mem.handle, .va = va, .ret = 1 };
+	ASSERT_EQ(0, pthread_create(&b.thread, NULL, herd_map, &b));
 	deadline = rbln_test_now_ms() + rbln_test_ms(10000);
 	while (!(b.tid && waits_for_room(b.tid)) && b.ret == 1 && rbln_test_now_ms() < deadline)
 		usleep(1000);
 	EXPECT_TRUE(waits_for_room(b.tid));
 	ASSERT_EQ(0, rbln_test_victim_remove(&vic));
-	ASSERT_EQ(0, pthread_join(t, NULL));
+	ASSERT_EQ(0, pthread_join(b.thread, NULL));
 	EXPECT_EQ(-ENODEV, b.ret);
 	ctx_close(&gone);
 	EXPECT_EQ(1, ctx_check(&other, 16));

@@ -570,6 +570,24 @@ static inline void rbln_test_buf_free(struct rbln_drm_device *dev, struct rbln_t
 	memset(b, 0, sizeof(*b));
 }
 
+/*
+ * A NOP written into @nop, which the device named @name hangs on (until
+ * job_timeout_ms ends it), submitted on @queue with @nop listed; @hung
+ * gets its fence.
+ */
+static inline int rbln_test_submit_hung_nop(struct rbln_drm_device *dev, uint32_t queue,
+					    struct rbln_test_buf *nop, const char *name,
+					    struct drm_rbln_sync *hung)
+{
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, nop->cpu, nop->size);
+	return (drmSyncobjCreate(rbln_drm_fd(dev), 0, &hung->handle) ? -errno : 0) ?:
+	       rbln_drm_cmd_nop(&c) ?:
+	       rbln_dev_debugfs_write(name, "inject", "hang") ?:
+	       rbln_drm_submit(dev, queue, nop->va, c.len, &nop->handle, 1, NULL, 0, hung);
+}
+
 /* A memory value of fdinfo per drm-usage-stats.rst (a number, then KiB or MiB), or -1. */
 static inline long long rbln_test_fdinfo_bytes(const char *v)
 {

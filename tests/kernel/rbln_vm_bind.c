@@ -17,11 +17,6 @@
 #define MIB		(1ull << 20)
 #define HOT_ID		7
 
-static int inject(unsigned int id, const char *what)
-{
-	return rbln_test_inject(id, what);
-}
-
 static uint64_t param(struct __test_metadata *_metadata, struct rbln_drm_device *dev,
 		      uint32_t which)
 {
@@ -103,12 +98,7 @@ static bool out_holds(struct ctx *x, uint32_t pattern, uint64_t bytes)
 /* A NOP the device hangs on, on @x's queue, from page @nop; @hung gets its fence. */
 static int submit_hung_nop(struct ctx *x, struct rbln_test_buf *nop, struct drm_rbln_sync *hung)
 {
-	struct rbln_drm_cmd c;
-
-	rbln_drm_cmd_init(&c, nop->cpu, nop->size);
-	return (drmSyncobjCreate(rbln_drm_fd(x->dev), 0, &hung->handle) ? -errno : 0) ?:
-	       inject(0, "hang") ?: rbln_drm_cmd_nop(&c) ?:
-	       rbln_drm_submit(x->dev, x->queue, nop->va, c.len, &nop->handle, 1, NULL, 0, hung);
+	return rbln_test_submit_hung_nop(x->dev, x->queue, nop, rbln_test_dev_name(0), hung);
 }
 
 /*
@@ -783,10 +773,6 @@ TEST_F(vm, binds_take_timeline_points)
 }
 
 /*
- * Closing a file with binds and jobs in flight, from many processes at
- * once: nothing is left behind, and the device memory comes back.
- */
-/*
  * A bind job holds the object it maps until the scheduler frees it, some
  * time after its fence has signaled. Close waits for that, as for jobs:
  * once it returns, what the file held is back. It used to be counted
@@ -817,6 +803,10 @@ TEST(close_gives_back_what_its_binds_held)
 	}
 }
 
+/*
+ * Closing a file with binds and jobs in flight, from many processes at
+ * once: nothing is left behind, and the device memory comes back.
+ */
 TEST(binds_race_close)
 {
 	struct rbln_drm_device *dev;
