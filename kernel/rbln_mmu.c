@@ -207,22 +207,6 @@ static struct rbln_pt *rbln_pt_leaf(struct rbln_vm *vm, u64 va, bool alloc)
 	return pt;
 }
 
-/* Points the pages of [@va, @va + @size) at @addr onwards with @flags. */
-static int rbln_pt_set(struct rbln_vm *vm, u64 va, u64 addr, u64 size, u64 flags)
-{
-	struct rbln_pt *leaf = NULL;
-	u64 off;
-
-	for (off = 0; off < size; off += PAGE_SIZE) {
-		if (!leaf || !PT_INDEX(va + off, 0))
-			leaf = rbln_pt_leaf(vm, va + off, true);
-		if (!leaf)
-			return vm->root.cpu ? -ENOMEM : -ENODEV;
-		WRITE_ONCE(leaf->cpu[PT_INDEX(va + off, 0)], (addr + off) | flags);
-	}
-	return 0;
-}
-
 static void rbln_pt_clear(struct rbln_vm *vm, u64 va, u64 size)
 {
 	struct rbln_pt *leaf;
@@ -233,6 +217,28 @@ static void rbln_pt_clear(struct rbln_vm *vm, u64 va, u64 size)
 		if (leaf)
 			WRITE_ONCE(leaf->cpu[PT_INDEX(va + off, 0)], 0);
 	}
+}
+
+/*
+ * Points the pages of [@va, @va + @size) at @addr onwards with @flags. A
+ * range may span several leaves, each made on the way: when one cannot
+ * be, what was written is cleared again (the caller invalidates).
+ */
+static int rbln_pt_set(struct rbln_vm *vm, u64 va, u64 addr, u64 size, u64 flags)
+{
+	struct rbln_pt *leaf = NULL;
+	u64 off;
+
+	for (off = 0; off < size; off += PAGE_SIZE) {
+		if (!leaf || !PT_INDEX(va + off, 0))
+			leaf = rbln_pt_leaf(vm, va + off, true);
+		if (!leaf) {
+			rbln_pt_clear(vm, va, off);
+			return vm->root.cpu ? -ENOMEM : -ENODEV;
+		}
+		WRITE_ONCE(leaf->cpu[PT_INDEX(va + off, 0)], (addr + off) | flags);
+	}
+	return 0;
 }
 
 /**

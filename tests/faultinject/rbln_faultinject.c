@@ -796,6 +796,80 @@ TEST_F(fi, bo_create_device)
 	EXERCISE(&op);
 }
 
+/*
+ * A DEVICE object of 4 MiB spans page tables of two or more 2 MiB ranges,
+ * which its creation makes as it writes the entries. When one of those
+ * allocations fails, no entry it wrote may stay: the object's memory goes
+ * back to the allocator, and a job of the file reading the address would
+ * reach whoever gets that memory next. Each round runs on a new file, whose
+ * address space has no table yet, and reads the object's first page there
+ * after the failure: that must fault.
+ */
+struct fresh_file {
+	struct rbln_drm_device *dev;
+	uint32_t queue;
+	struct rbln_test_buf cmd, out;
+};
+
+static int fresh_file_open(struct fresh_file *f)
+{
+	memset(f, 0, sizeof(*f));
+	return rbln_test_open(0, &f->dev) ?:
+	       rbln_drm_queue_create(f->dev, RBLN_QUEUE_PRIORITY_NORMAL, &f->queue) ?:
+	       rbln_test_buf_new(f->dev, 64 * 1024, RBLN_BO_HOST, 0, &f->cmd) ?:
+	       rbln_test_buf_new(f->dev, 64 * 1024, RBLN_BO_HOST, 0, &f->out);
+}
+
+static void fresh_file_close(struct fresh_file *f)
+{
+	if (!f->dev)
+		return;
+	rbln_test_buf_free(f->dev, &f->out);
+	rbln_test_buf_free(f->dev, &f->cmd);
+	rbln_drm_close(f->dev);
+}
+
+TEST_F(fi, bo_create_device_failure_maps_nothing)
+{
+	struct fresh_file f;
+	struct rbln_drm_cmd c;
+	uint64_t va, where;
+	unsigned int n;
+	bool injected;
+	uint32_t h;
+	int ret;
+
+	/* Where the object lands in a new file: the same place every time. */
+	ASSERT_EQ(0, fresh_file_open(&f));
+	ASSERT_EQ(0, rbln_drm_bo_create(f.dev, 4 * MIB, RBLN_BO_DEVICE, 0, &h, &where));
+	fresh_file_close(&f);
+
+	for (n = 1; n <= MAX_NTH; n++) {
+		ASSERT_EQ(0, fresh_file_open(&f));
+		kmsg("rbln_faultinject: BO_CREATE(device, 4 MiB), allocation %u fails\n", n);
+		ASSERT_EQ(0, fail_nth_arm(n));
+		ret = rbln_drm_bo_create(f.dev, 4 * MIB, RBLN_BO_DEVICE, 0, &h, &va);
+		injected = fail_nth_disarm();
+		if (!ret) {
+			EXPECT_EQ(where, va);
+			fresh_file_close(&f);
+			if (!injected)
+				break;
+			continue;
+		}
+		EXPECT_TRUE(clean_error(ret)) TH_LOG("allocation %u: %d", n, ret);
+		rbln_drm_cmd_init(&c, f.cmd.cpu, f.cmd.size);
+		ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, f.out.va, where, PAGE));
+		EXPECT_EQ(-EFAULT, rbln_test_run(f.dev, f.queue, &f.cmd, c.len, &f.out.handle, 1,
+						 60000))
+			TH_LOG("allocation %u failed the creation, yet the device reads its "
+			       "address %#" PRIx64, n, where);
+		fresh_file_close(&f);
+		EXPECT_EQ(self->used0, rbln_test_mem_used(0));
+	}
+	EXPECT_GE(MAX_NTH, n);
+}
+
 TEST_F(fi, bo_info)
 {
 	static const struct op op = { "BO_INFO", run_bo_info, NULL, false };
