@@ -5,8 +5,8 @@
 #ifndef __RBLN_DRV_H__
 #define __RBLN_DRV_H__
 
+#include <linux/bitmap.h>
 #include <linux/gpu_buddy.h>
-#include <linux/idr.h>
 #include <linux/mutex.h>
 #include <linux/xarray.h>
 
@@ -54,7 +54,8 @@ struct rbln_ring;
  * @slow_scrub: debugfs's "slow_scrub" hook is armed.
  * @ctx_lock: protects @ctx_ids, @ctx_lru, every context's index and the
  *	entries of @ctx_table; taken by run_job, so never held long.
- * @ctx_ids: allocator of context indices.
+ * @ctx_ids: the context indices held; index 0 is never given. A bitmap,
+ *	not an IDA: run_job takes indices and may not allocate memory.
  * @ctx_lru: contexts holding an index, by &rbln_vm.ctx_link, least
  *	recently woken first: where a job finds one to take (rbln_vm_pin()).
  * @ctx_used: indices held by contexts; sysfs reads it without the lock.
@@ -109,7 +110,7 @@ struct rbln_device {
 	atomic_t slow_scrub;
 
 	struct mutex ctx_lock; /* ctx_ids, ctx_lru, ids, entries; inside vms_lock */
-	struct ida ctx_ids;
+	DECLARE_BITMAP(ctx_ids, RBLN_MAX_CONTEXTS);
 	struct list_head ctx_lru;
 	u32 ctx_used;
 	u64 ctx_steals;

@@ -73,7 +73,6 @@ static void rbln_mmu_fini(struct drm_device *drm, void *arg)
 
 	if (rdev->ctx_table)
 		rbln_ctx_table_free(rdev);
-	ida_destroy(&rdev->ctx_ids);
 }
 
 /**
@@ -94,7 +93,6 @@ int rbln_mmu_init(struct rbln_device *rdev)
 		return ret;
 	INIT_LIST_HEAD(&rdev->vms);
 	INIT_LIST_HEAD(&rdev->ctx_lru);
-	ida_init(&rdev->ctx_ids);
 	rdev->ctx_table = dma_alloc_coherent(dma_dev, RBLN_MAX_CONTEXTS * sizeof(u64),
 					     &rdev->ctx_table_dma, GFP_KERNEL);
 	if (!rdev->ctx_table)
@@ -583,11 +581,12 @@ static int rbln_ctx_find(struct rbln_device *rdev)
 	struct rbln_vm *vm;
 	int id;
 
-	id = ida_alloc_range(&rdev->ctx_ids, 1, RBLN_MAX_CONTEXTS - 1, GFP_KERNEL);
-	if (id >= 0)
+	id = find_next_zero_bit(rdev->ctx_ids, RBLN_MAX_CONTEXTS, 1);
+	if (id < RBLN_MAX_CONTEXTS) {
+		__set_bit(id, rdev->ctx_ids);
 		WRITE_ONCE(rdev->ctx_used, rdev->ctx_used + 1);
-	if (id != -ENOSPC)
 		return id;
+	}
 	list_for_each_entry(vm, &rdev->ctx_lru, ctx_link) {
 		if (atomic_read(&vm->ring_jobs))
 			continue;
@@ -692,7 +691,7 @@ static void rbln_vm_release(struct kref *ref)
 			rbln_ctx_evict(rdev, vm);
 		else
 			list_del(&vm->ctx_link);
-		ida_free(&rdev->ctx_ids, id);
+		__clear_bit(id, rdev->ctx_ids);
 		WRITE_ONCE(rdev->ctx_used, rdev->ctx_used - 1);
 	}
 	mutex_unlock(&rdev->ctx_lock);

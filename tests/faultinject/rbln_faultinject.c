@@ -32,6 +32,12 @@
  * bug rbln.ko can handle; the test buddy_split_error_path reproduces it
  * when RBLN_FAULTINJECT_BUDDY=1 (and is skipped otherwise).
  *
+ * Two tests look past the errno: a DEVICE object whose creation failed
+ * halfway must have left no page table entry the file's jobs could still
+ * use (bo_create_device_failure_maps_nothing), and run_job, which gives a
+ * context its hardware index, must allocate nothing at all
+ * (context_index_needs_no_allocation).
+ *
  * Needs a kernel with CONFIG_FAULT_INJECTION_DEBUG_FS, FAILSLAB,
  * FAIL_PAGE_ALLOC and FAULT_INJECTION_STACKTRACE_FILTER (the debug kernel:
  * `tools/setup --debug-kernel`); skipped elsewhere. Run with emu_devices=2.
@@ -121,6 +127,8 @@ static void fault_reset(void)
 	unsigned int i;
 
 	for (i = 0; i < sizeof(fault_attrs) / sizeof(fault_attrs[0]); i++) {
+		attr_write(fault_attrs[i], "probability", "0");
+		attr_write(fault_attrs[i], "task-filter", "Y");
 		attr_write(fault_attrs[i], "require-start", "0");
 		attr_write(fault_attrs[i], "require-end", "%lu", (unsigned long)-1);
 		attr_write(fault_attrs[i], "reject-start", "0");
@@ -251,6 +259,35 @@ static int buddy_text(unsigned long *start, unsigned long *end)
 			next = addr;
 	fclose(f);
 	if (!hi || next == ~0ul || next - lo > (1ul << 20))
+		return -ENOENT;
+	*start = lo;
+	*end = next;
+	return 0;
+}
+
+/*
+ * The text of rbln.ko's function @name, from /proc/kallsyms: its address
+ * to the next text symbol's.
+ */
+static int module_function(const char *name, unsigned long *start, unsigned long *end)
+{
+	unsigned long addr, lo = 0, next = ~0ul;
+	char type, sym[256], line[512];
+	FILE *f = fopen("/proc/kallsyms", "re");
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %c %255s", &addr, &type, sym) == 3 &&
+		    (type == 't' || type == 'T') && strstr(line, "[rbln]") && !strcmp(sym, name))
+			lo = addr;
+	rewind(f);
+	while (lo && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx %c %255s", &addr, &type, sym) == 3 &&
+		    (type == 't' || type == 'T') && addr > lo && addr < next)
+			next = addr;
+	fclose(f);
+	if (!lo || next == ~0ul)
 		return -ENOENT;
 	*start = lo;
 	*end = next;
@@ -868,6 +905,44 @@ TEST_F(fi, bo_create_device_failure_maps_nothing)
 		EXPECT_EQ(self->used0, rbln_test_mem_used(0));
 	}
 	EXPECT_GE(MAX_NTH, n);
+}
+
+/*
+ * run_job gives a context its hardware index, in the path that signals
+ * fences, where an allocation may wait for the very fences it holds up:
+ * nothing may be allocated there. With every allocation under
+ * rbln_vm_pin() failing, in any task (the scheduler's worker runs the
+ * job), the first job of each of more files than an IDA keeps without
+ * allocating (62) still gets an index and runs.
+ */
+#define HELD_CONTEXTS	70
+
+TEST_F(fi, context_index_needs_no_allocation)
+{
+	static struct fresh_file held[HELD_CONTEXTS];
+	unsigned long start = 0, end = 0;
+	struct rbln_drm_cmd c;
+	unsigned int i, a;
+	int status;
+
+	ASSERT_EQ(0, module_function("rbln_vm_pin", &start, &end));
+	ASSERT_EQ(0, fault_setup(start, end, 0, 0));
+	for (a = 0; a < sizeof(fault_attrs) / sizeof(fault_attrs[0]); a++) {
+		ASSERT_EQ(0, attr_write(fault_attrs[a], "task-filter", "N"));
+		ASSERT_EQ(0, attr_write(fault_attrs[a], "times", "-1"));
+		ASSERT_EQ(0, attr_write(fault_attrs[a], "probability", "100"));
+	}
+	for (i = 0; i < HELD_CONTEXTS; i++) {
+		ASSERT_EQ(0, fresh_file_open(&held[i]));
+		rbln_drm_cmd_init(&c, held[i].cmd.cpu, held[i].cmd.size);
+		ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+		status = rbln_test_run(held[i].dev, held[i].queue, &held[i].cmd, c.len, NULL, 0,
+				       60000);
+		ASSERT_EQ(1, status) TH_LOG("the job of file %u: %d", i, status);
+	}
+	EXPECT_LE(HELD_CONTEXTS, rbln_test_attr(0, "contexts_used"));
+	for (i = 0; i < HELD_CONTEXTS; i++)
+		fresh_file_close(&held[i]);
 }
 
 TEST_F(fi, bo_info)
