@@ -68,11 +68,14 @@ MODULE_PARM_DESC(max_jobs, "Unfinished jobs, and bind jobs, a file may have; SUB
  * @entries_dma: its DMA address.
  * @fence_slot: where the device writes the last completed seqno.
  * @fence_dma: its DMA address.
- * @lock: protects @tail, @seqno and @pending; the lock of its fences.
+ * @lock: protects @tail, @seqno, @pending and @head_since; the lock of its
+ *	fences.
  * @tail: next entry to write.
  * @seqno: last seqno handed out.
  * @context: dma-fence context of its fences.
  * @pending: fences not yet signaled, in seqno order.
+ * @head_since: jiffies when the first of @pending became the job the ring
+ *	runs: its timeout counts from then.
  * @slow_doorbell: the doorbell of the job debugfs's "slow_signal" took.
  */
 struct rbln_ring {
@@ -83,11 +86,12 @@ struct rbln_ring {
 	dma_addr_t entries_dma;
 	u64 *fence_slot;
 	dma_addr_t fence_dma;
-	spinlock_t lock; /* protects tail, seqno, pending; the fences' lock */
+	spinlock_t lock; /* protects tail, seqno, pending, head_since; the fences' lock */
 	u32 tail;
 	u64 seqno;
 	u64 context;
 	struct list_head pending;
+	unsigned long head_since;
 	struct work_struct slow_doorbell;
 };
 
@@ -184,6 +188,8 @@ static void rbln_fence_retire(struct rbln_ring *ring, struct rbln_fence *fence, 
 {
 	lockdep_assert_held(&ring->lock);
 
+	if (ring->pending.next == &fence->link)
+		ring->head_since = jiffies;
 	list_del_init(&fence->link);
 	if (error)
 		dma_fence_set_error(&fence->base, error);
@@ -412,6 +418,20 @@ static void rbln_ring_slow_doorbell(struct work_struct *work)
 	drm_dev_exit(idx);
 }
 
+/*
+ * The scheduler re-arms its timeout, a whole one, each time a job starts:
+ * jobs going on behind one that hangs would put its end off for as long
+ * as they keep coming. So the timeout is set back to what is left of the
+ * job the ring runs, which is at its head since @head_since.
+ */
+static void rbln_ring_keep_timeout(struct rbln_ring *ring)
+{
+	long left = (long)(ring->head_since + ring->sched.timeout - jiffies);
+
+	lockdep_assert_held(&ring->lock);
+	drm_sched_resume_timeout(&ring->sched, max(left, 0L));
+}
+
 static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 {
 	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
@@ -446,6 +466,10 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	fence->cmd_va = job->cmd_va;
 	fence->cmd_size = job->cmd_size;
 	rbln_ring_write_entry(ring, fence, slot);
+	if (list_empty(&ring->pending))
+		ring->head_since = jiffies;
+	else
+		rbln_ring_keep_timeout(ring);
 	list_add_tail(&fence->link, &ring->pending);
 	dma_fence_get(&fence->base);
 	tail = (slot + 1) % RBLN_RING_ENTRIES;
@@ -495,6 +519,7 @@ static void rbln_ring_replay(struct rbln_ring *ring, struct rbln_fence *guilty)
 	u32 tail = 0;
 
 	spin_lock(&ring->lock);
+	ring->head_since = jiffies;
 	list_for_each_entry_safe(fence, tmp, &ring->pending, link) {
 		if (fence == guilty) {
 			rbln_fence_retire(ring, fence, -ETIMEDOUT);

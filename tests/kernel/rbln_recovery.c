@@ -361,6 +361,58 @@ TEST_F(recovery, hang_times_out_and_resets_the_ring)
 	EXPECT_EQ(1, ctx_check(&self->b, 7));
 }
 
+/*
+ * A job's timeout runs from when it reached the head of its ring, however
+ * many jobs start behind it. The scheduler re-arms its timer each time one
+ * does: a file that kept submitting behind its own hung job would keep
+ * the ring, and every other file's jobs on it, stalled for as long as it
+ * went on. Here a NOP goes in behind a hang every 0.6 job timeouts, up to
+ * 5 times (a timeout then comes 4 timeouts in); the hang must end within
+ * 2.5.
+ */
+TEST_F(recovery, jobs_behind_a_hang_do_not_put_off_its_timeout)
+{
+	long long timeout_ms = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/job_timeout_ms");
+	long long resets = rbln_test_attr(0, "reset_count");
+	int fd = rbln_drm_fd(self->a.dev), status;
+	struct drm_rbln_sync hung = { 0 };
+	unsigned int i, nops = 0;
+	int64_t t0, ended = 0;
+	struct rbln_drm_cmd c;
+
+	ASSERT_GT(timeout_ms, 0);
+	t0 = rbln_test_now_ms();
+	ASSERT_EQ(0, rbln_test_submit_hung_nop(self->a.dev, self->a.queue, &self->a.cmd,
+					       rbln_test_dev_name(0), &hung));
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	for (i = 1; i <= 5; i++) {
+		int64_t until = t0 + i * timeout_ms * 6 / 10;
+
+		if (!drmSyncobjWait(fd, &hung.handle, 1, until * 1000000, 0, NULL)) {
+			ended = rbln_test_now_ms();
+			break;
+		}
+		ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
+					     &self->a.cmd.handle, 1, NULL, 0, NULL));
+		nops++;
+	}
+	if (!ended) {
+		ASSERT_EQ(0, drmSyncobjWait(fd, &hung.handle, 1, rbln_test_deadline_ns(60000), 0,
+					    NULL));
+		ended = rbln_test_now_ms();
+	}
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, hung.handle, 0, &status));
+	EXPECT_EQ(-ETIMEDOUT, status);
+	EXPECT_LT(ended - t0, timeout_ms * 5 / 2)
+		TH_LOG("the hang ended %lld ms in, with %u NOPs behind it; job timeout %lld ms",
+		       (long long)(ended - t0), nops, timeout_ms);
+	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
+	drmSyncobjDestroy(fd, hung.handle);
+	/* The NOPs behind it were innocent: they ran after the reset. */
+	EXPECT_EQ(1, ctx_check(&self->a, 8));
+}
+
 /* A context's check job, run on a thread of its own, and how long it took. */
 struct timed_check {
 	struct ctx *x;
