@@ -43,10 +43,10 @@ static void rbln_emu_func_reset(struct rbln_emu_dev *edev)
 	WRITE_ONCE(edev->ctx_table, 0);
 	WRITE_ONCE(edev->peer_table, 0);
 	WRITE_ONCE(edev->scratch, 0);
-	spin_lock(&edev->scrub_lock);
+	mutex_lock(&edev->scrub_lock);
 	edev->scrub_addr = 0;
 	edev->scrub_size = 0;
-	spin_unlock(&edev->scrub_lock);
+	mutex_unlock(&edev->scrub_lock);
 	atomic_set(&edev->inject, 0);
 	atomic_set(&edev->irq_mask, 0);
 	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++)
@@ -61,7 +61,7 @@ static void rbln_emu_func_reset(struct rbln_emu_dev *edev)
  */
 static void rbln_emu_scrub_write(struct rbln_emu_dev *edev, u32 reg, u32 val)
 {
-	spin_lock(&edev->scrub_lock);
+	mutex_lock(&edev->scrub_lock);
 	switch (reg) {
 	case RBLN_REG_SCRUB_ADDR_LO:
 		rbln_emu_set_lo(&edev->scrub_addr, val);
@@ -77,7 +77,7 @@ static void rbln_emu_scrub_write(struct rbln_emu_dev *edev, u32 reg, u32 val)
 		rbln_emu_dram_scrub(edev, edev->scrub_addr, edev->scrub_size);
 		break;
 	}
-	spin_unlock(&edev->scrub_lock);
+	mutex_unlock(&edev->scrub_lock);
 }
 
 static bool rbln_emu_func_reset_busy(struct rbln_emu_dev *edev)
@@ -265,7 +265,7 @@ int rbln_emu_dev_init(struct rbln_emu_dev *edev, u32 index, u64 mem_size, u64 se
 	edev->mem_size = mem_size;
 	edev->serial = serial;
 	edev->present = true;
-	spin_lock_init(&edev->scrub_lock);
+	mutex_init(&edev->scrub_lock);
 	xa_init(&edev->dram);
 	return rbln_emu_cp_init(edev);
 }

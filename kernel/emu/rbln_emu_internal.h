@@ -98,7 +98,8 @@ struct rbln_emu_ring {
  * @ctx_table: CTX_TABLE register.
  * @peer_table: PEER_TABLE register.
  * @scrub_lock: the scrubber is one engine: protects @scrub_addr and
- *	@scrub_size, and is held while it scrubs.
+ *	@scrub_size, and is held while it scrubs. A mutex: a scrub runs in
+ *	the thread that writes SCRUB_SIZE_HI, and lets the CPU go on the way.
  * @scrub_addr: SCRUB_ADDR register.
  * @scrub_size: SCRUB_SIZE register.
  * @inject: pending RBLN_INJECT_* test hooks.
@@ -117,7 +118,7 @@ struct rbln_emu_dev {
 	u32 scratch;
 	u64 ctx_table;
 	u64 peer_table;
-	spinlock_t scrub_lock; /* protects scrub_addr, scrub_size, the scrubbing */
+	struct mutex scrub_lock; /* protects scrub_addr, scrub_size, the scrubbing */
 	u64 scrub_addr;
 	u64 scrub_size;
 	atomic_t inject;

@@ -79,6 +79,7 @@ void rbln_emu_dram_scrub(struct rbln_emu_dev *edev, u64 addr, u64 size)
 	xa_for_each_range(&edev->dram, pfn, page, first, last - 1) {
 		xa_erase(&edev->dram, pfn);
 		__free_page(page);
+		cond_resched();
 	}
 }
 
@@ -87,8 +88,10 @@ void rbln_emu_dram_free(struct rbln_emu_dev *edev)
 	struct page *page;
 	unsigned long pfn;
 
-	xa_for_each(&edev->dram, pfn, page)
+	xa_for_each(&edev->dram, pfn, page) {
 		__free_page(page);
+		cond_resched();
+	}
 	xa_destroy(&edev->dram);
 }
 

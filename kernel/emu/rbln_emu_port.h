@@ -2,8 +2,9 @@
 /*
  * rbln_emu_port.h - what the emulated NPU needs of the system it runs on
  *
- * The units of emu/ use a small part of the kernel's API: spinlocks, atomics,
- * wait queues, a workqueue, an xarray, page allocation, kernel_fpu_begin().
+ * The units of emu/ use a small part of the kernel's API: spinlocks,
+ * mutexes, atomics, wait queues, a workqueue, an xarray, page allocation,
+ * kernel_fpu_begin().
  * In rbln.ko that is the kernel's own; in rbln-npu-model the same names
  * come from tools/rbln-npu-model/kcompat.h, over pthreads and C11 atomics.
  * Nothing else differs between the two builds.
@@ -19,6 +20,7 @@
 #include <linux/ktime.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
+#include <linux/mutex.h>
 #include <linux/overflow.h>
 #include <linux/sched.h>
 #include <linux/slab.h>

@@ -781,4 +781,111 @@ TEST(objects_freed_at_once_are_each_scrubbed)
 	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
+/* A SCHED_FIFO thread that wakes every millisecond and notes how late. */
+struct waker {
+	volatile int stop;
+	volatile unsigned int wakes;
+	int64_t max_late_ns;
+};
+
+static int64_t ns_of(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+static void *wake_every_ms(void *arg)
+{
+	struct waker *w = arg;
+	struct timespec next, now;
+	int64_t late;
+
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	while (!w->stop) {
+		next.tv_nsec += 1000000;
+		if (next.tv_nsec >= 1000000000) {
+			next.tv_nsec -= 1000000000;
+			next.tv_sec++;
+		}
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		late = ns_of(&now) - ns_of(&next);
+		if (late > w->max_late_ns)
+			w->max_late_ns = late;
+		if (late > 1000000)
+			next = now;
+		w->wakes++;
+	}
+	return NULL;
+}
+
+/*
+ * Finding 1 (third review): the emulated NPU scrubs freed device memory in
+ * the thread that frees it, a page at a time for every page the device
+ * wrote, and held a spinlock throughout: for an object of hundreds of MiB
+ * the CPU ran nothing else, a real-time thread of another user neither.
+ * Here a SCHED_FIFO thread waking every millisecond shares one CPU with
+ * the thread that frees 448 MiB the device wrote; it must never wait a
+ * quarter of the free.
+ */
+TEST(freeing_device_memory_lets_the_cpu_go)
+{
+	struct sched_param fifo = { .sched_priority = 1 };
+	const uint64_t size = 448ull * MIB;
+	struct rbln_drm_device *keeper;
+	struct waker w = { 0 };
+	int64_t t0, took;
+	uint64_t off;
+	struct rbln_test_buf obj;
+	struct rbln_drm_cmd c;
+	pthread_attr_t attr;
+	uint32_t sync, h;
+	cpu_set_t one;
+	pthread_t t;
+	struct file f;
+	int dmabuf;
+
+	ASSERT_EQ(0, rbln_emu_add(FRESH_ID + 3, 512));
+	ASSERT_EQ(0, rbln_emu_open(FRESH_ID + 3, &f.dev));
+	ASSERT_EQ(0, file_setup(&f, 4096));
+	ASSERT_EQ(0, rbln_emu_open(FRESH_ID + 3, &keeper));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, size, RBLN_BO_DEVICE, 0, &obj));
+	/* 32 MiB a job: each well within the job timeout. */
+	for (off = 0; off < size; off += 32 * MIB) {
+		rbln_drm_cmd_init(&c, f.cmd.cpu, f.cmd.size);
+		ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, obj.va + off, 0x5eed, 32 * MIB));
+		ASSERT_EQ(0, file_submit(&f, c.len, &obj.handle, 1, &sync));
+		ASSERT_EQ(1, file_wait(&f, sync, 60000));
+	}
+	/* Held by another file alone, it is freed by the thread that closes it. */
+	ASSERT_EQ(0, rbln_drm_bo_export(f.dev, obj.handle, &dmabuf));
+	ASSERT_EQ(0, rbln_drm_bo_import(keeper, dmabuf, &h));
+	close(dmabuf);
+	file_close(&f);
+
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+	ASSERT_EQ(0, pthread_attr_init(&attr));
+	ASSERT_EQ(0, pthread_attr_setaffinity_np(&attr, sizeof(one), &one));
+	ASSERT_EQ(0, pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED));
+	ASSERT_EQ(0, pthread_attr_setschedpolicy(&attr, SCHED_FIFO));
+	ASSERT_EQ(0, pthread_attr_setschedparam(&attr, &fifo));
+	ASSERT_EQ(0, pthread_create(&t, &attr, wake_every_ms, &w));
+	while (w.wakes < 10)
+		sched_yield();
+	w.max_late_ns = 0;
+	t0 = rbln_test_now_ms();
+	EXPECT_EQ(0, rbln_drm_bo_close(keeper, h));
+	took = rbln_test_now_ms() - t0;
+	w.stop = 1;
+	pthread_join(t, NULL);
+	pthread_attr_destroy(&attr);
+	TH_LOG("freeing %llu MiB took %lld ms; the thread woke at worst %lld us late",
+	       (unsigned long long)(size / MIB), (long long)took,
+	       (long long)(w.max_late_ns / 1000));
+	EXPECT_LT(w.max_late_ns / 1000000, took / 4);
+	rbln_drm_close(keeper);
+	EXPECT_EQ(0, rbln_emu_del(FRESH_ID + 3));
+}
+
 TEST_HARNESS_MAIN

@@ -82,6 +82,11 @@ typedef struct { pthread_mutex_t m; } spinlock_t;
 static inline void spin_lock_init(spinlock_t *l) { pthread_mutex_init(&l->m, NULL); }
 static inline void spin_lock(spinlock_t *l) { pthread_mutex_lock(&l->m); }
 static inline void spin_unlock(spinlock_t *l) { pthread_mutex_unlock(&l->m); }
+
+struct mutex { pthread_mutex_t m; };
+static inline void mutex_init(struct mutex *l) { pthread_mutex_init(&l->m, NULL); }
+static inline void mutex_lock(struct mutex *l) { pthread_mutex_lock(&l->m); }
+static inline void mutex_unlock(struct mutex *l) { pthread_mutex_unlock(&l->m); }
 #define lockdep_assert_held(l)	((void)(l))
 
 /* Waits: the condition is re-checked under the queue's mutex, which wake_up() takes. */
