@@ -161,6 +161,7 @@ static const struct drm_driver rbln_drm_driver = {
 	.postclose = rbln_postclose,
 	.show_fdinfo = rbln_show_fdinfo,
 	.gem_create_object = rbln_gem_create_object,
+	.prime_handle_to_fd = rbln_gem_prime_handle_to_fd,
 	.gem_prime_import = rbln_gem_prime_import,
 	.fops = &rbln_fops,
 	.ioctls = rbln_ioctls,

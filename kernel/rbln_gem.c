@@ -219,7 +219,7 @@ static enum drm_gem_object_status rbln_host_bo_status(struct drm_gem_object *obj
  * (drm_gem_shmem_get_pages_sgt()). The DMA API's checks let a mapping that
  * skips the sync overlap one that does not, not the other way round: so
  * the object's device maps first, and exporting costs what the object's
- * first job would.
+ * first job would. rbln_gem_prime_handle_to_fd() has mapped it already.
  */
 static struct dma_buf *rbln_host_bo_export(struct drm_gem_object *obj, int flags)
 {
@@ -431,6 +431,37 @@ static struct drm_gem_object *rbln_host_bo_import(struct drm_device *drm,
 	obj->import_attach = attach;
 	obj->resv = dma_buf->resv;
 	return obj;
+}
+
+/**
+ * rbln_gem_prime_handle_to_fd() - &drm_driver.prime_handle_to_fd
+ * @drm: the device
+ * @file: the caller's file
+ * @handle: the object to export
+ * @flags: DRM_CLOEXEC, DRM_RDWR
+ * @fd: the dma-buf's file descriptor (out)
+ *
+ * As drm_gem_prime_handle_to_fd(), which exports under the device's
+ * object_name_lock: every BO_CREATE, import and handle close of the device
+ * waits for it. A HOST object is mapped for the device first, outside it:
+ * its pages, as many as memory holds, may take seconds to allocate.
+ *
+ * Return: 0 or a negative errno.
+ */
+int rbln_gem_prime_handle_to_fd(struct drm_device *drm, struct drm_file *file, u32 handle,
+				u32 flags, int *fd)
+{
+	struct drm_gem_object *obj = drm_gem_object_lookup(file, handle);
+	struct sg_table *sgt = NULL;
+
+	if (!obj)
+		return -ENOENT;
+	if (to_rbln_bo(obj)->placement == RBLN_BO_HOST && !drm_gem_is_imported(obj))
+		sgt = rbln_bo_dma_map(to_rbln_bo(obj));
+	drm_gem_object_put(obj);
+	if (IS_ERR(sgt))
+		return PTR_ERR(sgt);
+	return drm_gem_prime_handle_to_fd(drm, file, handle, flags, fd);
 }
 
 /**

@@ -63,6 +63,8 @@ static inline struct rbln_bo *to_rbln_bo(struct drm_gem_object *obj)
 }
 
 struct drm_gem_object *rbln_gem_create_object(struct drm_device *drm, size_t size);
+int rbln_gem_prime_handle_to_fd(struct drm_device *drm, struct drm_file *file, u32 handle,
+				u32 flags, int *fd);
 struct drm_gem_object *rbln_gem_prime_import(struct drm_device *drm,
 					     struct dma_buf *dma_buf);
 struct sg_table *rbln_bo_dma_map(struct rbln_bo *bo);

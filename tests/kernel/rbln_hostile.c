@@ -888,4 +888,64 @@ TEST(freeing_device_memory_lets_the_cpu_go)
 	EXPECT_EQ(0, rbln_emu_del(FRESH_ID + 3));
 }
 
+struct exporter {
+	struct rbln_drm_device *dev;
+	uint32_t handle;
+	int fd, ret;
+	int64_t ms;
+	volatile int done;
+};
+
+static void *export_once(void *p)
+{
+	struct exporter *e = p;
+	int64_t t = rbln_test_now_ms();
+
+	e->ret = rbln_drm_bo_export(e->dev, e->handle, &e->fd);
+	e->ms = rbln_test_now_ms() - t;
+	e->done = 1;
+	return NULL;
+}
+
+/*
+ * Finding 2 (third review): exporting a HOST object maps its pages for the
+ * device first, and did so under the device's object_name_lock, which
+ * every BO_CREATE, import and handle close of the device takes: a file
+ * exporting a large object it had never touched stalled every other
+ * file's for as long as the pages took. Here one file exports 512 MiB
+ * never touched while another creates and closes small objects: none of
+ * those may wait a quarter of the export.
+ */
+TEST(export_of_an_untouched_object_does_not_stall_the_device)
+{
+	struct rbln_drm_device *a, *b;
+	struct exporter e = { .fd = -1 };
+	int64_t t, late, worst = 0;
+	unsigned int rounds = 0;
+	pthread_t thread;
+	uint32_t h;
+
+	ASSERT_EQ(0, rbln_test_open(0, &a));
+	ASSERT_EQ(0, rbln_test_open(0, &b));
+	ASSERT_EQ(0, rbln_drm_bo_create(a, 512 * MIB, RBLN_BO_HOST, 0, &e.handle, NULL));
+	e.dev = a;
+	ASSERT_EQ(0, pthread_create(&thread, NULL, export_once, &e));
+	while (!e.done) {
+		t = rbln_test_now_ms();
+		ASSERT_EQ(0, rbln_drm_bo_create(b, 4096, RBLN_BO_HOST, 0, &h, NULL));
+		ASSERT_EQ(0, rbln_drm_bo_close(b, h));
+		late = rbln_test_now_ms() - t;
+		worst = late > worst ? late : worst;
+		rounds++;
+	}
+	pthread_join(thread, NULL);
+	ASSERT_EQ(0, e.ret);
+	TH_LOG("the export took %lld ms; %u creations and closes meanwhile, the slowest %lld ms",
+	       (long long)e.ms, rounds, (long long)worst);
+	EXPECT_LT(worst, e.ms / 4);
+	close(e.fd);
+	rbln_drm_close(a);
+	rbln_drm_close(b);
+}
+
 TEST_HARNESS_MAIN
