@@ -831,6 +831,13 @@ int rbln_vm_use(struct rbln_vm *vm, struct rbln_bo *bo)
 	struct rbln_mapping *map;
 	int ret = -ENOENT;
 
+	/* Not under the lock, which the bind queue takes: pages may take long. */
+	if (bo->placement == RBLN_BO_HOST) {
+		struct sg_table *sgt = rbln_bo_dma_map(bo);
+
+		if (IS_ERR(sgt))
+			return PTR_ERR(sgt);
+	}
 	mutex_lock(&vm->lock);
 	map = rbln_vm_find(vm, bo);
 	if (map) {
