@@ -350,15 +350,20 @@ void rbln_device_lost(struct rbln_device *rdev)
 static int rbln_emu_probe(struct device *dev)
 {
 	struct rbln_device *rdev = rbln_device_alloc(dev);
+	int ret;
 
 	if (IS_ERR(rdev))
 		return PTR_ERR(rdev);
-	return rbln_device_init(rdev, rbln_emu_hw(dev));
+	ret = rbln_device_init(rdev, rbln_emu_hw(dev));
+	if (ret)
+		rbln_emu_irq_detach(dev);
+	return ret;
 }
 
 static int rbln_emu_remove(struct device *dev)
 {
 	rbln_device_unplug(dev_get_drvdata(dev));
+	rbln_emu_irq_detach(dev);
 	return 0;
 }
 

@@ -186,10 +186,13 @@ struct rbln_hw_ops {
 /**
  * struct rbln_hw - one NPU as the driver sees it
  * @ops: the backend's accessors.
- * @irq: the driver's interrupt handler, set before any ring is enabled.
- *	The backend calls it with the vector raised (a ring's index, or
- *	NUM_RINGS for a fault), never concurrently with itself, in a context
- *	that may not sleep for long (a threaded interrupt's).
+ * @irq: the driver's interrupt handler, published (smp_store_release())
+ *	once every ring it serves is set up, before any job is submitted.
+ *	The backend reads it with smp_load_acquire() and calls it with the
+ *	vector raised (a ring's index, or NUM_RINGS for a fault), never
+ *	concurrently with itself, in a context that may not sleep for long
+ *	(a threaded interrupt's); a vector raised before it is published is
+ *	dropped.
  * @irq_data: passed to @irq.
  * @dma_dev: the device that masters DMA, for the DMA API.
  */

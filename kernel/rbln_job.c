@@ -931,14 +931,16 @@ int rbln_job_init(struct rbln_device *rdev)
 	if (ret)
 		return ret;
 
-	rdev->hw->irq_data = rdev;
-	rdev->hw->irq = rbln_irq;
 	for (r = 0; r < rdev->num_rings; r++) {
 		ret = rbln_ring_init(rdev, &rdev->rings[r], r);
 		if (ret)
 			return ret;
 		rdev->scheds[r] = &rdev->rings[r].sched;
 	}
+	/* Not before: a stray vector would find rings half set up. */
+	rdev->hw->irq_data = rdev;
+	/* Pairs with the backends' acquire: they see the rings and irq_data. */
+	smp_store_release(&rdev->hw->irq, rbln_irq);
 	return 0;
 }
 

@@ -122,10 +122,13 @@ static irqreturn_t rbln_pci_irq(int irq, void *data)
 {
 	struct rbln_pci_vector *vec = data;
 	struct rbln_pci *pci = vec->pci;
+	void (*handler)(void *irq_data, unsigned int vector);
 
 	spin_lock(&pci->irq_lock);
-	if (pci->hw.irq)
-		pci->hw.irq(pci->hw.irq_data, vec->index);
+	/* Pairs with rbln_job_init()'s release: the rings it serves are ready. */
+	handler = smp_load_acquire(&pci->hw.irq);
+	if (handler)
+		handler(pci->hw.irq_data, vec->index);
 	spin_unlock(&pci->irq_lock);
 	return IRQ_HANDLED;
 }

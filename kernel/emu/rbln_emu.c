@@ -108,10 +108,32 @@ static const struct rbln_hw_ops rbln_emu_hw_ops = {
 void rbln_emu_deliver_irq(struct rbln_emu_dev *edev, unsigned int vector)
 {
 	struct rbln_emu_kdev *kdev = to_kdev(edev);
+	void (*handler)(void *irq_data, unsigned int vector);
 
 	spin_lock(&kdev->irq_lock);
-	if (READ_ONCE(edev->present) && kdev->hw.irq)
-		kdev->hw.irq(kdev->hw.irq_data, vector);
+	/* Pairs with rbln_job_init()'s release: the rings it serves are ready. */
+	handler = smp_load_acquire(&kdev->hw.irq);
+	if (READ_ONCE(edev->present) && handler)
+		handler(kdev->hw.irq_data, vector);
+	spin_unlock(&kdev->irq_lock);
+}
+
+/**
+ * rbln_emu_irq_detach() - the driver lets go of an emulated device
+ * @dev: a device on rbln_emu_bus_type, its driver's probe failed or its
+ *	remove done
+ *
+ * The device outlives its binding and may still raise a vector (a command
+ * processor finishing as the driver stops it): once this returns, no call
+ * of the driver's handler runs, and none starts until a probe sets it again.
+ */
+void rbln_emu_irq_detach(struct device *dev)
+{
+	struct rbln_emu_kdev *kdev = to_emu(dev);
+
+	spin_lock(&kdev->irq_lock);
+	kdev->hw.irq = NULL;
+	kdev->hw.irq_data = NULL;
 	spin_unlock(&kdev->irq_lock);
 }
 

@@ -22,5 +22,6 @@ void rbln_emu_exit(void);
 int rbln_emu_add_initial(void);
 void rbln_emu_remove_all(void);
 struct rbln_hw *rbln_emu_hw(struct device *dev);
+void rbln_emu_irq_detach(struct device *dev);
 
 #endif /* __RBLN_EMU_H__ */
