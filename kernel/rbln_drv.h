@@ -236,6 +236,8 @@ void rbln_sync_signal_abort(struct rbln_sync_signal *signal);
 
 /* rbln_vm_bind.c */
 int rbln_vm_bind_init(struct rbln_device *rdev);
+int rbln_vm_bind_sm_step_unmap(struct drm_gpuva_op *op, void *priv);
+int rbln_vm_bind_sm_step_remap(struct drm_gpuva_op *op, void *priv);
 int rbln_vm_bind_open(struct rbln_file *rfile, struct rbln_device *rdev);
 void rbln_vm_bind_close(struct rbln_file *rfile);
 int rbln_vm_reserve_ioctl(struct drm_device *drm, void *data, struct drm_file *file);

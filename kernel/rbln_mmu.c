@@ -502,6 +502,8 @@ static void rbln_gpuvm_free(struct drm_gpuvm *gpuvm)
 
 static const struct drm_gpuvm_ops rbln_gpuvm_ops = {
 	.vm_free = rbln_gpuvm_free,
+	.sm_step_remap = rbln_vm_bind_sm_step_remap,
+	.sm_step_unmap = rbln_vm_bind_sm_step_unmap,
 };
 
 /**

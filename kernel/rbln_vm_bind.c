@@ -538,63 +538,91 @@ static int rbln_bind_map(struct rbln_bind_job *job, struct rbln_va *map)
 	return 0;
 }
 
+/* What rbln_bind_unmap() hands drm_gpuvm_sm_unmap()'s steps. */
+struct rbln_unmap_walk {
+	struct rbln_bind_job *job;
+	struct rbln_va **spare;
+	unsigned int used;
+	bool found;
+};
+
+/**
+ * rbln_vm_bind_sm_step_unmap() - &drm_gpuvm_ops.sm_step_unmap
+ * @op: a mapping [va, + size) covers whole
+ * @priv: the &struct rbln_unmap_walk
+ *
+ * Return: 0.
+ */
+int rbln_vm_bind_sm_step_unmap(struct drm_gpuva_op *op, void *priv)
+{
+	struct rbln_unmap_walk *walk = priv;
+	struct rbln_va *old = to_rbln_va(op->unmap.va);
+
+	drm_gpuva_unmap(&op->unmap);
+	list_add_tail(&old->unbind_link, &walk->job->unmapped);
+	walk->found = true;
+	return 0;
+}
+
+/**
+ * rbln_vm_bind_sm_step_remap() - &drm_gpuvm_ops.sm_step_remap
+ * @op: a mapping that straddles an end of [va, + size): the object stays
+ *	mapped around the hole, in the pieces of @priv's spares
+ * @priv: the &struct rbln_unmap_walk
+ *
+ * Return: 0.
+ */
+int rbln_vm_bind_sm_step_remap(struct drm_gpuva_op *op, void *priv)
+{
+	struct rbln_unmap_walk *walk = priv;
+	struct rbln_va *old = to_rbln_va(op->remap.unmap->va), *prev = NULL, *next = NULL;
+
+	if (op->remap.prev) {
+		prev = walk->spare[walk->used];
+		walk->spare[walk->used++] = NULL;
+	}
+	if (op->remap.next) {
+		next = walk->spare[walk->used];
+		walk->spare[walk->used++] = NULL;
+	}
+	drm_gpuva_remap(prev ? &prev->base : NULL, next ? &next->base : NULL, &op->remap);
+	mutex_lock(&to_rbln_bo(old->base.gem.obj)->map_lock);
+	if (prev) {
+		prev->perm = old->perm;
+		drm_gpuva_link(&prev->base, old->base.vm_bo);
+	}
+	if (next) {
+		next->perm = old->perm;
+		drm_gpuva_link(&next->base, old->base.vm_bo);
+	}
+	mutex_unlock(&to_rbln_bo(old->base.gem.obj)->map_lock);
+	list_add_tail(&old->unbind_link, &walk->job->unmapped);
+	walk->found = true;
+	return 0;
+}
+
 /*
  * UNMAP, in the tree: removes what [va, + size) covers and keeps the
  * pieces of straddling mappings outside it, in @spare (two are enough: only
  * the first and the last mapping can straddle); those it uses are taken
  * out of @spare. The removed mappings go to the job, to be freed once
- * their entries are cleared.
+ * their entries are cleared. The steps run as drm_gpuvm walks the range,
+ * which allocates nothing: its list of operations would (and 6.12's
+ * leaks an entry when one of those allocations fails).
  */
 static int rbln_bind_unmap(struct rbln_bind_job *job, struct rbln_va *spare[2])
 {
+	struct rbln_unmap_walk walk = { .job = job, .spare = spare };
 	struct rbln_vm *vm = job->vm;
-	struct drm_gpuva_ops *ops;
-	struct drm_gpuva_op *op;
-	struct rbln_va *old, *prev, *next;
-	unsigned int used = 0;
+	int ret;
 
 	lockdep_assert_held(&vm->lock);
 	if (!rbln_vm_reservation(vm, job->va, job->size))
 		return -ENOENT;
-	ops = drm_gpuvm_sm_unmap_ops_create(&vm->gpuvm, job->va, job->size);
-	if (IS_ERR(ops))
-		return PTR_ERR(ops);
-	if (list_empty(&ops->list)) {
-		drm_gpuva_ops_free(&vm->gpuvm, ops);
-		return -ENOENT;
-	}
-
-	drm_gpuva_for_each_op(op, ops) {
-		if (op->op == DRM_GPUVA_OP_UNMAP) {
-			old = to_rbln_va(op->unmap.va);
-			drm_gpuva_unmap(&op->unmap);
-			list_add_tail(&old->unbind_link, &job->unmapped);
-			continue;
-		}
-		/* DRM_GPUVA_OP_REMAP: the object stays mapped around the hole. */
-		old = to_rbln_va(op->remap.unmap->va);
-		prev = op->remap.prev ? spare[used++] : NULL;
-		next = op->remap.next ? spare[used++] : NULL;
-		if (prev)
-			spare[used - 1 - !!next] = NULL;
-		if (next)
-			spare[used - 1] = NULL;
-		drm_gpuva_remap(prev ? &prev->base : NULL, next ? &next->base : NULL,
-				&op->remap);
-		mutex_lock(&to_rbln_bo(old->base.gem.obj)->map_lock);
-		if (prev) {
-			prev->perm = old->perm;
-			drm_gpuva_link(&prev->base, old->base.vm_bo);
-		}
-		if (next) {
-			next->perm = old->perm;
-			drm_gpuva_link(&next->base, old->base.vm_bo);
-		}
-		mutex_unlock(&to_rbln_bo(old->base.gem.obj)->map_lock);
-		list_add_tail(&old->unbind_link, &job->unmapped);
-	}
-	drm_gpuva_ops_free(&vm->gpuvm, ops);
-	return 0;
+	ret = drm_gpuvm_sm_unmap(&vm->gpuvm, &walk, job->va, job->size);
+	if (ret)
+		return ret;
+	return walk.found ? 0 : -ENOENT;
 }
 
 /* Looks up and pins the object a MAP names; the job holds it. */
