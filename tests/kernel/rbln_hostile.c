@@ -948,4 +948,68 @@ TEST(export_of_an_untouched_object_does_not_stall_the_device)
 	rbln_drm_close(b);
 }
 
+struct submitter {
+	struct file *f;
+	uint32_t big;
+	int ret;
+	int64_t ms;
+	volatile int done;
+};
+
+static void *submit_once(void *p)
+{
+	struct submitter *s = p;
+	int64_t t = rbln_test_now_ms();
+	struct rbln_drm_cmd c;
+	uint32_t sync;
+
+	rbln_drm_cmd_init(&c, s->f->cmd.cpu, s->f->cmd.size);
+	s->ret = rbln_drm_cmd_nop(&c) ?: file_submit(s->f, c.len, &s->big, 1, &sync);
+	s->ms = rbln_test_now_ms() - t;
+	s->done = 1;
+	if (!s->ret)
+		s->ret = file_wait(s->f, sync, 60000) == 1 ? 0 : -EIO;
+	return NULL;
+}
+
+/*
+ * Finding 3 (third review): SUBMIT mapped a HOST object's pages, all of
+ * them on its first job, under the context's lock, which the device's one
+ * bind queue takes to run any file's bind job: a file could hold them all
+ * for as long as its pages took. Here a job lists 512 MiB never touched
+ * while another thread of the file asks where an object is (BO_INFO, under
+ * the same lock): none of those may wait a quarter of the submission.
+ */
+TEST(submit_maps_a_new_object_outside_the_context_lock)
+{
+	struct submitter s = { 0 };
+	struct rbln_drm_bo_info info;
+	int64_t t, late, worst = 0;
+	struct rbln_test_buf small;
+	unsigned int rounds = 0;
+	pthread_t thread;
+	struct file f;
+
+	ASSERT_EQ(0, file_open(&f, 0, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &small));
+	ASSERT_EQ(0, rbln_drm_bo_create(f.dev, 512 * MIB, RBLN_BO_HOST, 0, &s.big, NULL));
+	s.f = &f;
+	ASSERT_EQ(0, pthread_create(&thread, NULL, submit_once, &s));
+	while (!s.done) {
+		t = rbln_test_now_ms();
+		ASSERT_EQ(0, rbln_drm_bo_info(f.dev, small.handle, &info));
+		late = rbln_test_now_ms() - t;
+		worst = late > worst ? late : worst;
+		rounds++;
+	}
+	pthread_join(thread, NULL);
+	ASSERT_EQ(0, s.ret);
+	TH_LOG("the submission took %lld ms; %u lookups meanwhile, the slowest %lld ms",
+	       (long long)s.ms, rounds, (long long)worst);
+	EXPECT_LT(worst, s.ms / 4);
+	EXPECT_EQ(0, rbln_drm_bo_close(f.dev, s.big));
+	rbln_test_buf_free(f.dev, &small);
+	file_close(&f);
+}
+
 TEST_HARNESS_MAIN
