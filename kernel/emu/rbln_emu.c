@@ -64,6 +64,8 @@ static atomic64_t rbln_emu_serials;
  * @hw: what the driver holds; the register accessors.
  * @list: link in rbln_emu_list.
  * @irq_lock: serialises calls of the driver's handler.
+ * @stray_vector: 1 + the vector the next write of a ring's BASE_LO
+ *	raises at once (sysfs's stray_vector), or 0.
  * @dma_parms: what it can map in one segment: anything.
  * @edev: the NPU itself.
  */
@@ -72,6 +74,7 @@ struct rbln_emu_kdev {
 	struct rbln_hw hw;
 	struct list_head list;
 	spinlock_t irq_lock; /* serialises the driver's handler */
+	atomic_t stray_vector;
 	struct device_dma_parameters dma_parms;
 	struct rbln_emu_dev edev;
 };
@@ -91,9 +94,25 @@ static u32 rbln_emu_read32(struct rbln_hw *hw, u32 reg)
 	return rbln_emu_reg_read(&container_of(hw, struct rbln_emu_kdev, hw)->edev, reg);
 }
 
+static bool rbln_emu_is_ring_base(u32 reg)
+{
+	u32 stride = RBLN_RING_REG(1, 0) - RBLN_RING_REG(0, 0);
+
+	return reg >= RBLN_RING_REG(0, 0) && reg < RBLN_RING_REG(RBLN_EMU_NUM_RINGS, 0) &&
+	       (reg - RBLN_RING_REG(0, 0)) % stride == RBLN_RING_BASE_LO;
+}
+
 static void rbln_emu_write32(struct rbln_hw *hw, u32 reg, u32 val)
 {
-	rbln_emu_reg_write(&container_of(hw, struct rbln_emu_kdev, hw)->edev, reg, val);
+	struct rbln_emu_kdev *kdev = container_of(hw, struct rbln_emu_kdev, hw);
+	int stray;
+
+	rbln_emu_reg_write(&kdev->edev, reg, val);
+	if (!rbln_emu_is_ring_base(reg))
+		return;
+	stray = atomic_xchg(&kdev->stray_vector, 0);
+	if (stray)
+		rbln_emu_deliver_irq(&kdev->edev, stray - 1);
 }
 
 static const struct rbln_hw_ops rbln_emu_hw_ops = {
@@ -187,8 +206,34 @@ static void rbln_emu_dev_release(struct device *dev)
 		complete(&rbln_emu_all_released);
 }
 
+/*
+ * A test hook: the device raises a vector as a driver sets its rings up,
+ * as a function a previous driver left with an interrupt pending would.
+ */
+static ssize_t stray_vector_store(struct device *dev, struct device_attribute *attr,
+				  const char *buf, size_t count)
+{
+	unsigned int vector;
+	int ret = kstrtouint(buf, 0, &vector);
+
+	if (ret)
+		return ret;
+	if (vector > RBLN_EMU_NUM_RINGS)
+		return -EINVAL;
+	atomic_set(&to_emu(dev)->stray_vector, vector + 1);
+	return count;
+}
+static DEVICE_ATTR_WO(stray_vector);
+
+static struct attribute *rbln_emu_dev_attrs[] = {
+	&dev_attr_stray_vector.attr,
+	NULL
+};
+ATTRIBUTE_GROUPS(rbln_emu_dev);
+
 static const struct device_type rbln_emu_dev_type = {
 	.name = "rbln_emu",
+	.groups = rbln_emu_dev_groups,
 	.release = rbln_emu_dev_release,
 };
 

@@ -1012,4 +1012,36 @@ TEST(submit_maps_a_new_object_outside_the_context_lock)
 	file_close(&f);
 }
 
+/*
+ * Finding 4 (third review): the driver published its interrupt handler
+ * before it set its rings up, so a vector raised in between (by a function
+ * a previous driver left with an interrupt pending) had the handler read a
+ * ring that did not exist yet. Here the emulated NPU raises its last ring's
+ * vector as the driver programs the first ring at probe (sysfs's
+ * stray_vector): the driver must drop it, and the device then work.
+ */
+TEST(vector_raised_while_the_rings_are_set_up_is_dropped)
+{
+	const unsigned int id = FRESH_ID + 4;
+	char name[32], path[128];
+	struct rbln_drm_cmd c;
+	struct file f;
+
+	snprintf(name, sizeof(name), "rbln_emu%u", id);
+	ASSERT_EQ(0, rbln_emu_add(id, 16));
+	ASSERT_EQ(0, rbln_sysfs_write(RBLN_EMU_BUS "/drivers/rbln/unbind", name));
+	snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/%s/stray_vector", name);
+	ASSERT_EQ(-EINVAL, rbln_sysfs_write(path, "5"));
+	ASSERT_EQ(0, rbln_sysfs_write(path, "3"));
+	ASSERT_EQ(0, rbln_sysfs_write(RBLN_EMU_BUS "/drivers/rbln/bind", name));
+
+	ASSERT_EQ(0, rbln_emu_open(id, &f.dev));
+	ASSERT_EQ(0, file_setup(&f, 4096));
+	rbln_drm_cmd_init(&c, f.cmd.cpu, f.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	EXPECT_EQ(1, rbln_test_run(f.dev, f.queue, &f.cmd, c.len, NULL, 0, 10000));
+	file_close(&f);
+	EXPECT_EQ(0, rbln_emu_del(id));
+}
+
 TEST_HARNESS_MAIN
