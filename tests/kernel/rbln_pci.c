@@ -206,7 +206,7 @@ TEST(killed_device_model_is_a_surprise_removal)
 		sched_yield();
 	ASSERT_NE(0, ((uint32_t *)dst.cpu)[0]);
 	fd = open(req, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	ASSERT_LE(0, fd);
+	ASSERT_LE(0, fd) TH_LOG("%s: %s", req, strerror(errno));
 	close(fd);
 	snprintf(done, sizeof(done), "%s.done", req);
 	deadline = rbln_test_deadline_ns(20000);
