@@ -888,23 +888,70 @@ TEST(freeing_device_memory_lets_the_cpu_go)
 	EXPECT_EQ(0, rbln_emu_del(FRESH_ID + 3));
 }
 
-struct exporter {
-	struct rbln_drm_device *dev;
-	uint32_t handle;
-	int fd, ret;
+/* A call that may take long, run on a thread while another is timed. */
+struct slow_call {
+	int (*run)(void *arg);
+	void *arg;
+	int ret;
 	int64_t ms;
 	volatile int done;
 };
 
-static void *export_once(void *p)
+static void *slow_call_thread(void *p)
 {
-	struct exporter *e = p;
+	struct slow_call *s = p;
 	int64_t t = rbln_test_now_ms();
 
-	e->ret = rbln_drm_bo_export(e->dev, e->handle, &e->fd);
-	e->ms = rbln_test_now_ms() - t;
-	e->done = 1;
+	s->ret = s->run(s->arg);
+	s->ms = rbln_test_now_ms() - t;
+	s->done = 1;
 	return NULL;
+}
+
+/*
+ * Runs @slow on a thread and @probe over and over until @slow is done.
+ * Returns the slowest @probe in ms, or -1 if the thread could not start
+ * or a @probe failed; @rounds: how many ran.
+ */
+static int64_t slowest_meanwhile(struct slow_call *slow, int (*probe)(void *arg), void *arg,
+				 unsigned int *rounds)
+{
+	int64_t t, late, worst = 0;
+	pthread_t thread;
+
+	*rounds = 0;
+	if (pthread_create(&thread, NULL, slow_call_thread, slow))
+		return -1;
+	while (!slow->done && worst >= 0) {
+		t = rbln_test_now_ms();
+		late = probe(arg) ? -1 : rbln_test_now_ms() - t;
+		worst = late < 0 || late > worst ? late : worst;
+		++*rounds;
+	}
+	pthread_join(thread, NULL);
+	return worst;
+}
+
+struct export_args {
+	struct rbln_drm_device *dev;
+	uint32_t handle;
+	int fd;
+};
+
+static int export_object(void *p)
+{
+	struct export_args *e = p;
+
+	return rbln_drm_bo_export(e->dev, e->handle, &e->fd);
+}
+
+static int create_and_close(void *p)
+{
+	struct rbln_drm_device *dev = p;
+	uint32_t h;
+
+	return rbln_drm_bo_create(dev, 4096, RBLN_BO_HOST, 0, &h, NULL) ?:
+	       rbln_drm_bo_close(dev, h);
 }
 
 /*
@@ -918,58 +965,51 @@ static void *export_once(void *p)
  */
 TEST(export_of_an_untouched_object_does_not_stall_the_device)
 {
-	struct rbln_drm_device *a, *b;
-	struct exporter e = { .fd = -1 };
-	int64_t t, late, worst = 0;
-	unsigned int rounds = 0;
-	pthread_t thread;
-	uint32_t h;
+	struct export_args e = { .fd = -1 };
+	struct slow_call slow = { .run = export_object, .arg = &e };
+	struct rbln_drm_device *b;
+	unsigned int rounds;
+	int64_t worst;
 
-	ASSERT_EQ(0, rbln_test_open(0, &a));
+	ASSERT_EQ(0, rbln_test_open(0, &e.dev));
 	ASSERT_EQ(0, rbln_test_open(0, &b));
-	ASSERT_EQ(0, rbln_drm_bo_create(a, 512 * MIB, RBLN_BO_HOST, 0, &e.handle, NULL));
-	e.dev = a;
-	ASSERT_EQ(0, pthread_create(&thread, NULL, export_once, &e));
-	while (!e.done) {
-		t = rbln_test_now_ms();
-		ASSERT_EQ(0, rbln_drm_bo_create(b, 4096, RBLN_BO_HOST, 0, &h, NULL));
-		ASSERT_EQ(0, rbln_drm_bo_close(b, h));
-		late = rbln_test_now_ms() - t;
-		worst = late > worst ? late : worst;
-		rounds++;
-	}
-	pthread_join(thread, NULL);
-	ASSERT_EQ(0, e.ret);
+	ASSERT_EQ(0, rbln_drm_bo_create(e.dev, 512 * MIB, RBLN_BO_HOST, 0, &e.handle, NULL));
+	worst = slowest_meanwhile(&slow, create_and_close, b, &rounds);
+	ASSERT_LE(0, worst);
+	ASSERT_EQ(0, slow.ret);
 	TH_LOG("the export took %lld ms; %u creations and closes meanwhile, the slowest %lld ms",
-	       (long long)e.ms, rounds, (long long)worst);
-	EXPECT_LT(worst, e.ms / 4);
+	       (long long)slow.ms, rounds, (long long)worst);
+	EXPECT_LT(worst, slow.ms / 4);
 	close(e.fd);
-	rbln_drm_close(a);
+	rbln_drm_close(e.dev);
 	rbln_drm_close(b);
 }
 
-struct submitter {
+struct submit_args {
 	struct file *f;
-	uint32_t big;
-	int ret;
-	int64_t ms;
-	volatile int done;
+	uint32_t big, sync;
 };
 
-static void *submit_once(void *p)
+static int submit_nop_listing(void *p)
 {
-	struct submitter *s = p;
-	int64_t t = rbln_test_now_ms();
+	struct submit_args *s = p;
 	struct rbln_drm_cmd c;
-	uint32_t sync;
 
 	rbln_drm_cmd_init(&c, s->f->cmd.cpu, s->f->cmd.size);
-	s->ret = rbln_drm_cmd_nop(&c) ?: file_submit(s->f, c.len, &s->big, 1, &sync);
-	s->ms = rbln_test_now_ms() - t;
-	s->done = 1;
-	if (!s->ret)
-		s->ret = file_wait(s->f, sync, 60000) == 1 ? 0 : -EIO;
-	return NULL;
+	return rbln_drm_cmd_nop(&c) ?: file_submit(s->f, c.len, &s->big, 1, &s->sync);
+}
+
+struct lookup_args {
+	struct rbln_drm_device *dev;
+	uint32_t handle;
+};
+
+static int look_up(void *p)
+{
+	struct lookup_args *l = p;
+	struct rbln_drm_bo_info info;
+
+	return rbln_drm_bo_info(l->dev, l->handle, &info);
 }
 
 /*
@@ -982,31 +1022,26 @@ static void *submit_once(void *p)
  */
 TEST(submit_maps_a_new_object_outside_the_context_lock)
 {
-	struct submitter s = { 0 };
-	struct rbln_drm_bo_info info;
-	int64_t t, late, worst = 0;
-	struct rbln_test_buf small;
-	unsigned int rounds = 0;
-	pthread_t thread;
 	struct file f;
+	struct submit_args s = { .f = &f };
+	struct slow_call slow = { .run = submit_nop_listing, .arg = &s };
+	struct rbln_test_buf small;
+	struct lookup_args l;
+	unsigned int rounds;
+	int64_t worst;
 
 	ASSERT_EQ(0, file_open(&f, 0, 4096));
 	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &small));
 	ASSERT_EQ(0, rbln_drm_bo_create(f.dev, 512 * MIB, RBLN_BO_HOST, 0, &s.big, NULL));
-	s.f = &f;
-	ASSERT_EQ(0, pthread_create(&thread, NULL, submit_once, &s));
-	while (!s.done) {
-		t = rbln_test_now_ms();
-		ASSERT_EQ(0, rbln_drm_bo_info(f.dev, small.handle, &info));
-		late = rbln_test_now_ms() - t;
-		worst = late > worst ? late : worst;
-		rounds++;
-	}
-	pthread_join(thread, NULL);
-	ASSERT_EQ(0, s.ret);
+	l.dev = f.dev;
+	l.handle = small.handle;
+	worst = slowest_meanwhile(&slow, look_up, &l, &rounds);
+	ASSERT_LE(0, worst);
+	ASSERT_EQ(0, slow.ret);
+	ASSERT_EQ(1, file_wait(&f, s.sync, 60000));
 	TH_LOG("the submission took %lld ms; %u lookups meanwhile, the slowest %lld ms",
-	       (long long)s.ms, rounds, (long long)worst);
-	EXPECT_LT(worst, s.ms / 4);
+	       (long long)slow.ms, rounds, (long long)worst);
+	EXPECT_LT(worst, slow.ms / 4);
 	EXPECT_EQ(0, rbln_drm_bo_close(f.dev, s.big));
 	rbln_test_buf_free(f.dev, &small);
 	file_close(&f);
@@ -1032,6 +1067,7 @@ TEST(vector_raised_while_the_rings_are_set_up_is_dropped)
 	ASSERT_EQ(0, rbln_sysfs_write(RBLN_EMU_BUS "/drivers/rbln/unbind", name));
 	snprintf(path, sizeof(path), RBLN_EMU_BUS "/devices/%s/stray_vector", name);
 	ASSERT_EQ(-EINVAL, rbln_sysfs_write(path, "5"));
+	ASSERT_EQ(-EINVAL, rbln_sysfs_write(path, "last"));
 	ASSERT_EQ(0, rbln_sysfs_write(path, "3"));
 	ASSERT_EQ(0, rbln_sysfs_write(RBLN_EMU_BUS "/drivers/rbln/bind", name));
 
