@@ -564,6 +564,15 @@ int rbln_vm_bind_sm_step_unmap(struct drm_gpuva_op *op, void *priv)
 	return 0;
 }
 
+/* Takes the next spare mapping out of @walk's. */
+static struct rbln_va *rbln_unmap_walk_spare(struct rbln_unmap_walk *walk)
+{
+	struct rbln_va *va = walk->spare[walk->used];
+
+	walk->spare[walk->used++] = NULL;
+	return va;
+}
+
 /**
  * rbln_vm_bind_sm_step_remap() - &drm_gpuvm_ops.sm_step_remap
  * @op: a mapping that straddles an end of [va, + size): the object stays
@@ -575,16 +584,10 @@ int rbln_vm_bind_sm_step_unmap(struct drm_gpuva_op *op, void *priv)
 int rbln_vm_bind_sm_step_remap(struct drm_gpuva_op *op, void *priv)
 {
 	struct rbln_unmap_walk *walk = priv;
-	struct rbln_va *old = to_rbln_va(op->remap.unmap->va), *prev = NULL, *next = NULL;
+	struct rbln_va *old = to_rbln_va(op->remap.unmap->va);
+	struct rbln_va *prev = op->remap.prev ? rbln_unmap_walk_spare(walk) : NULL;
+	struct rbln_va *next = op->remap.next ? rbln_unmap_walk_spare(walk) : NULL;
 
-	if (op->remap.prev) {
-		prev = walk->spare[walk->used];
-		walk->spare[walk->used++] = NULL;
-	}
-	if (op->remap.next) {
-		next = walk->spare[walk->used];
-		walk->spare[walk->used++] = NULL;
-	}
 	drm_gpuva_remap(prev ? &prev->base : NULL, next ? &next->base : NULL, &op->remap);
 	mutex_lock(&to_rbln_bo(old->base.gem.obj)->map_lock);
 	if (prev) {
