@@ -162,47 +162,59 @@ void rbln_mmu_unplug(struct rbln_device *rdev)
 
 	mutex_lock(&rdev->vms_lock);
 	list_for_each_entry(vm, &rdev->vms, link) {
-		mutex_lock(&vm->lock);
+		mutex_lock(&vm->pt_lock);
 		rbln_pt_free(rdev, &vm->root, RBLN_PT_LEVELS - 1);
 		vm->root.cpu = NULL;
 		vm->root.child = NULL;
 		vm->pt_bytes = 0;
-		mutex_unlock(&vm->lock);
+		mutex_unlock(&vm->pt_lock);
 	}
 	rbln_ctx_table_free(rdev);
 	mutex_unlock(&rdev->vms_lock);
 }
 
-/* The leaf table covering @va, allocated on the way when @alloc. */
-static struct rbln_pt *rbln_pt_leaf(struct rbln_vm *vm, u64 va, bool alloc)
+/*
+ * The leaf table covering @va. A table missing on the way is linked from
+ * @spare, indexed by level, when it has one; else NULL is returned, with
+ * *@need set to how many tables are missing from there down: those of the
+ * levels below *@need. NULL with *@need 0: the tables are gone, unplugged.
+ */
+static struct rbln_pt *rbln_pt_leaf(struct rbln_vm *vm, u64 va, struct rbln_pt **spare,
+				    unsigned int *need)
 {
-	struct rbln_pt *pt = &vm->root;
+	struct rbln_pt *pt = &vm->root, *next;
 	unsigned int level, idx;
 
-	lockdep_assert_held(&vm->lock);
-
+	lockdep_assert_held(&vm->pt_lock);
+	*need = 0;
 	if (!pt->cpu)
 		return NULL;
 	for (level = RBLN_PT_LEVELS - 1; level > 0; level--) {
 		idx = PT_INDEX(va, level);
 		if (!pt->child[idx]) {
-			struct rbln_pt *next;
-
-			if (!alloc)
-				return NULL;
-			next = kzalloc(sizeof(*next), GFP_KERNEL_ACCOUNT);
-			if (!next || rbln_pt_alloc(vm->rdev, next, level - 1)) {
-				kfree(next);
+			next = spare ? spare[level - 1] : NULL;
+			if (!next) {
+				*need = level;
 				return NULL;
 			}
+			spare[level - 1] = NULL;
 			pt->child[idx] = next;
 			vm->pt_bytes += rbln_pt_bytes(level - 1);
-			/* The device may walk here now: entry last. */
+			/* The table's zeroes before the entry that leads the device there. */
+			dma_wmb();
 			WRITE_ONCE(pt->cpu[idx], next->dma | RBLN_PTE_VALID);
 		}
 		pt = pt->child[idx];
 	}
 	return pt;
+}
+
+/* The leaf table covering @va, if there is one. */
+static struct rbln_pt *rbln_pt_find(struct rbln_vm *vm, u64 va)
+{
+	unsigned int need;
+
+	return rbln_pt_leaf(vm, va, NULL, &need);
 }
 
 static void rbln_pt_clear(struct rbln_vm *vm, u64 va, u64 size)
@@ -211,16 +223,16 @@ static void rbln_pt_clear(struct rbln_vm *vm, u64 va, u64 size)
 	u64 off;
 
 	for (off = 0; off < size; off += PAGE_SIZE) {
-		leaf = rbln_pt_leaf(vm, va + off, false);
+		leaf = rbln_pt_find(vm, va + off);
 		if (leaf)
 			WRITE_ONCE(leaf->cpu[PT_INDEX(va + off, 0)], 0);
 	}
 }
 
 /*
- * Points the pages of [@va, @va + @size) at @addr onwards with @flags. A
- * range may span several leaves, each made on the way: when one cannot
- * be, what was written is cleared again (the caller invalidates).
+ * Points the pages of [@va, @va + @size) at @addr onwards with @flags; the
+ * leaves are made already (rbln_pt_make()). Should one be missing, what
+ * was written is cleared again (the caller invalidates).
  */
 static int rbln_pt_set(struct rbln_vm *vm, u64 va, u64 addr, u64 size, u64 flags)
 {
@@ -229,19 +241,96 @@ static int rbln_pt_set(struct rbln_vm *vm, u64 va, u64 addr, u64 size, u64 flags
 
 	for (off = 0; off < size; off += PAGE_SIZE) {
 		if (!leaf || !PT_INDEX(va + off, 0))
-			leaf = rbln_pt_leaf(vm, va + off, true);
-		if (!leaf) {
+			leaf = rbln_pt_find(vm, va + off);
+		if (WARN_ON_ONCE(!leaf)) {
 			rbln_pt_clear(vm, va, off);
-			return vm->root.cpu ? -ENOMEM : -ENODEV;
+			return -ENOMEM;
 		}
 		WRITE_ONCE(leaf->cpu[PT_INDEX(va + off, 0)], (addr + off) | flags);
 	}
 	return 0;
 }
 
+/* Allocates the table of @level that rbln_pt_leaf() may link from *@spare. */
+static int rbln_pt_spare_alloc(struct rbln_vm *vm, struct rbln_pt **spare, unsigned int level)
+{
+	struct rbln_pt *pt = kzalloc(sizeof(*pt), GFP_KERNEL_ACCOUNT);
+
+	if (!pt || rbln_pt_alloc(vm->rdev, pt, level)) {
+		kfree(pt);
+		return -ENOMEM;
+	}
+	*spare = pt;
+	return 0;
+}
+
+static void rbln_pt_unpin(struct rbln_vm *vm, u64 va, u64 size)
+{
+	u64 last = va + size - 1;
+	struct rbln_pt *leaf;
+
+	lockdep_assert_held(&vm->pt_lock);
+	for (va = round_down(va, SZ_2M); va <= last; va += SZ_2M) {
+		/* None once the device is unplugged: the tables went. */
+		leaf = rbln_pt_find(vm, va);
+		if (leaf && !WARN_ON(!leaf->pins))
+			leaf->pins--;
+	}
+}
+
+/*
+ * Makes the leaf tables of [@va, + @size) and those above them, and pins
+ * each leaf if @pin. Tables are allocated with @pt_lock dropped and linked
+ * once it is taken again, if still missing: under @lock no other call
+ * makes tables, but an unbind on the bind queue may free some meanwhile
+ * (rbln_vm_pt_prune()); never a pinned leaf or a table above one.
+ *
+ * Return: 0, -ENOMEM with nothing pinned, or -ENODEV when unplugged.
+ */
+static int rbln_pt_make(struct rbln_vm *vm, u64 va, u64 size, bool pin)
+{
+	struct rbln_pt *spare[RBLN_PT_LEVELS - 1] = {};
+	u64 first = round_down(va, SZ_2M), last = va + size - 1;
+	unsigned int need, level;
+	struct rbln_pt *leaf;
+	int ret = 0;
+
+	lockdep_assert_held(&vm->lock);
+	/* One leaf covers 2 MiB: one walk per leaf. */
+	for (va = first; va <= last && !ret;) {
+		mutex_lock(&vm->pt_lock);
+		leaf = rbln_pt_leaf(vm, va, spare, &need);
+		if (leaf && pin)
+			leaf->pins++;
+		mutex_unlock(&vm->pt_lock);
+		if (leaf) {
+			va += SZ_2M;
+			continue;
+		}
+		if (!need)
+			ret = -ENODEV;
+		for (level = 0; level < need && !ret; level++)
+			if (!spare[level])
+				ret = rbln_pt_spare_alloc(vm, &spare[level], level);
+	}
+	if (ret && pin && va > first) {
+		mutex_lock(&vm->pt_lock);
+		rbln_pt_unpin(vm, first, va - first);
+		mutex_unlock(&vm->pt_lock);
+	}
+	for (level = 0; level < ARRAY_SIZE(spare); level++) {
+		if (spare[level]) {
+			rbln_pt_free(vm->rdev, spare[level], level);
+			kfree(spare[level]);
+		}
+	}
+	return ret;
+}
+
 /**
  * rbln_pt_map_bo() - point [@va, + @size) at [@offset, + @size) of @bo
- * @vm: the address space, locked
+ * @vm: the address space, its page tables locked and made
+ *	(rbln_pt_make())
  * @va: first address
  * @bo: the object; a HOST object's pages are pinned already
  *	(rbln_bo_dma_map())
@@ -249,10 +338,8 @@ static int rbln_pt_set(struct rbln_vm *vm, u64 va, u64 addr, u64 size, u64 flags
  * @size: page-aligned size, with @offset + @size at most @bo's size
  * @flags: RBLN_PTE_VALID and RBLN_PTE_WRITE as granted
  *
- * Allocates no page table that rbln_vm_pt_prepare() made for the range.
- *
- * Return: 0, or -ENOMEM with nothing of the range mapped, or -ENODEV when
- * the device is unplugged.
+ * Return: 0, or -ENODEV when the device is unplugged; should a table be
+ * missing, -ENOMEM with nothing of the range mapped.
  */
 static int rbln_pt_map_bo(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset,
 			  u64 size, u64 flags)
@@ -263,7 +350,7 @@ static int rbln_pt_map_bo(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 of
 	struct sg_dma_page_iter iter;
 	int ret = 0;
 
-	lockdep_assert_held(&vm->lock);
+	lockdep_assert_held(&vm->pt_lock);
 
 	/* Unplugged: nothing to map, and a HOST object's table may be gone. */
 	if (!vm->root.cpu)
@@ -316,6 +403,7 @@ static u64 rbln_pte_flags(u32 perm)
 static int rbln_mapping_bind(struct rbln_vm *vm, struct rbln_mapping *map)
 {
 	struct rbln_bo *bo = map->bo;
+	u64 size = bo->base.base.size;
 	int ret;
 
 	lockdep_assert_held(&vm->lock);
@@ -327,8 +415,12 @@ static int rbln_mapping_bind(struct rbln_vm *vm, struct rbln_mapping *map)
 		if (IS_ERR(sgt))
 			return PTR_ERR(sgt);
 	}
-	ret = rbln_pt_map_bo(vm, map->node.start, bo, 0, bo->base.base.size,
-			     rbln_pte_flags(map->perm));
+	ret = rbln_pt_make(vm, map->node.start, size, false);
+	if (ret)
+		return ret;
+	mutex_lock(&vm->pt_lock);
+	ret = rbln_pt_map_bo(vm, map->node.start, bo, 0, size, rbln_pte_flags(map->perm));
+	mutex_unlock(&vm->pt_lock);
 	if (!ret)
 		map->bound = true;
 	return ret;
@@ -342,36 +434,18 @@ static int rbln_mapping_bind(struct rbln_vm *vm, struct rbln_mapping *map)
  *
  * So that rbln_vm_pt_map() allocates nothing: it runs where a completion
  * may be waited for (the bind queue), where reclaim must not be entered.
- * Tables live as long as @vm.
+ * The leaves are pinned until rbln_vm_pt_unpin().
  *
  * Return: 0, -ENOMEM, or -ENODEV when the device is unplugged.
  */
 int rbln_vm_pt_prepare(struct rbln_vm *vm, u64 va, u64 size)
 {
-	u64 first = va, last = va + size - 1;
-	struct rbln_pt *leaf;
-
-	lockdep_assert_held(&vm->lock);
-	if (!vm->root.cpu)
-		return -ENODEV;
-	/* One leaf covers 2 MiB: one lookup per leaf, and the last. */
-	for (; va <= last; va = round_down(va, SZ_2M) + SZ_2M) {
-		leaf = rbln_pt_leaf(vm, va, true);
-		if (!leaf) {
-			if (va != first)
-				rbln_vm_pt_unpin(vm, first, round_down(va, SZ_2M) - first);
-			return -ENOMEM;
-		}
-		leaf->pins++;
-		if (round_down(va, SZ_2M) == round_down(last, SZ_2M))
-			break;
-	}
-	return 0;
+	return rbln_pt_make(vm, va, size, true);
 }
 
 /**
  * rbln_vm_pt_unpin() - the MAP job that prepared [@va, + @size) is done
- * @vm: the address space, locked
+ * @vm: the address space
  * @va: what rbln_vm_pt_prepare() was given
  * @size: likewise
  *
@@ -379,18 +453,9 @@ int rbln_vm_pt_prepare(struct rbln_vm *vm, u64 va, u64 size)
  */
 void rbln_vm_pt_unpin(struct rbln_vm *vm, u64 va, u64 size)
 {
-	u64 last = va + size - 1;
-	struct rbln_pt *leaf;
-
-	lockdep_assert_held(&vm->lock);
-	for (; va <= last; va = round_down(va, SZ_2M) + SZ_2M) {
-		/* None once the device is unplugged: the tables went. */
-		leaf = rbln_pt_leaf(vm, va, false);
-		if (leaf && !WARN_ON(!leaf->pins))
-			leaf->pins--;
-		if (round_down(va, SZ_2M) == round_down(last, SZ_2M))
-			break;
-	}
+	mutex_lock(&vm->pt_lock);
+	rbln_pt_unpin(vm, va, size);
+	mutex_unlock(&vm->pt_lock);
 }
 
 /*
@@ -433,7 +498,7 @@ static bool rbln_pt_prune(struct rbln_pt *pt, unsigned int level, u64 base, u64 
 
 /**
  * rbln_vm_pt_prune() - free the tables an unbind of [@va, + @size) emptied
- * @vm: the address space, locked
+ * @vm: the address space
  * @va: page-aligned start
  * @size: page-aligned size, its entries cleared and invalidated
  *
@@ -446,10 +511,12 @@ void rbln_vm_pt_prune(struct rbln_vm *vm, u64 va, u64 size)
 {
 	struct rbln_pt *dead = NULL, *pt;
 
-	lockdep_assert_held(&vm->lock);
-	if (!vm->root.cpu)
-		return;
-	rbln_pt_prune(&vm->root, RBLN_PT_LEVELS - 1, 0, va, va + size - 1, &dead);
+	mutex_lock(&vm->pt_lock);
+	if (vm->root.cpu)
+		rbln_pt_prune(&vm->root, RBLN_PT_LEVELS - 1, 0, va, va + size - 1, &dead);
+	for (pt = dead; pt; pt = pt->dead)
+		vm->pt_bytes -= rbln_pt_bytes(pt->child ? 1 : 0);
+	mutex_unlock(&vm->pt_lock);
 	if (!dead)
 		return;
 	rbln_mmu_invalidate(vm->rdev);
@@ -457,7 +524,6 @@ void rbln_vm_pt_prune(struct rbln_vm *vm, u64 va, u64 size)
 		pt = dead;
 		dead = pt->dead;
 		/* Emptied: whatever its level, no child is left to free with it. */
-		vm->pt_bytes -= rbln_pt_bytes(pt->child ? 1 : 0);
 		rbln_pt_free(vm->rdev, pt, pt->child ? 1 : 0);
 		kfree(pt);
 	}
@@ -465,25 +531,30 @@ void rbln_vm_pt_prune(struct rbln_vm *vm, u64 va, u64 size)
 
 /**
  * rbln_vm_pt_map() - map a range of an object at @va, for VM_BIND
- * @vm: the address space, locked, its tables made by rbln_vm_pt_prepare()
+ * @vm: the address space, its tables made by rbln_vm_pt_prepare()
  * @va: page-aligned start
  * @bo: the object, its pages pinned if in host memory
  * @offset: page-aligned offset in @bo
  * @size: page-aligned size, inside @bo
  * @perm: RBLN_MAP_*
+ *
+ * Allocates nothing and takes no lock held where memory is allocated.
  */
 void rbln_vm_pt_map(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset, u64 size,
 		    u32 perm)
 {
-	int ret = rbln_pt_map_bo(vm, va, bo, offset, size, rbln_pte_flags(perm));
+	int ret;
 
+	mutex_lock(&vm->pt_lock);
+	ret = rbln_pt_map_bo(vm, va, bo, offset, size, rbln_pte_flags(perm));
+	mutex_unlock(&vm->pt_lock);
 	/* Every table exists; unless the device is unplugged, and has none. */
 	WARN_ON(ret && ret != -ENODEV);
 }
 
 /**
  * rbln_vm_pt_clear() - unmap a range, for VM_BIND
- * @vm: the address space, locked
+ * @vm: the address space
  * @va: page-aligned start
  * @size: page-aligned size
  *
@@ -491,8 +562,9 @@ void rbln_vm_pt_map(struct rbln_vm *vm, u64 va, struct rbln_bo *bo, u64 offset, 
  */
 void rbln_vm_pt_clear(struct rbln_vm *vm, u64 va, u64 size)
 {
-	lockdep_assert_held(&vm->lock);
+	mutex_lock(&vm->pt_lock);
 	rbln_pt_clear(vm, va, size);
+	mutex_unlock(&vm->pt_lock);
 }
 
 static void rbln_gpuvm_free(struct drm_gpuvm *gpuvm)
@@ -544,6 +616,7 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev)
 	init_waitqueue_head(&vm->jobs_done);
 	init_waitqueue_head(&vm->rings_done);
 	mutex_init(&vm->lock);
+	mutex_init(&vm->pt_lock);
 	drm_mm_init(&vm->mm, RBLN_VA_START, RBLN_VA_SIZE);
 	drm_mm_init(&vm->reserved, RBLN_VM_BIND_START, RBLN_VM_BIND_SIZE);
 	/* From here on, the gpuvm's last reference frees @vm (rbln_gpuvm_free()). */
@@ -708,6 +781,7 @@ static void rbln_vm_release(struct kref *ref)
 		kfree(node);
 	}
 	drm_mm_takedown(&vm->reserved);
+	mutex_destroy(&vm->pt_lock);
 	mutex_destroy(&vm->lock);
 	drm_gpuvm_put(&vm->gpuvm);
 }
@@ -872,7 +946,9 @@ void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo)
 	}
 	/* Only then may the memory go: its handle and its jobs are gone. */
 	if (map->bound) {
+		mutex_lock(&vm->pt_lock);
 		rbln_pt_clear(vm, map->node.start, bo->base.base.size);
+		mutex_unlock(&vm->pt_lock);
 		rbln_mmu_invalidate(vm->rdev);
 	}
 	drm_mm_remove_node(&map->node);
@@ -950,9 +1026,9 @@ void rbln_vm_show_fdinfo(struct drm_printer *p, struct rbln_vm *vm)
 {
 	u64 bytes;
 
-	mutex_lock(&vm->lock);
+	mutex_lock(&vm->pt_lock);
 	bytes = vm->pt_bytes;
-	mutex_unlock(&vm->lock);
+	mutex_unlock(&vm->pt_lock);
 	drm_printf(p, "rbln-page-tables:\t%llu KiB\n", bytes >> 10);
 }
 

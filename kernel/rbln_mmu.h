@@ -67,8 +67,10 @@ struct rbln_pt {
  *	so it does not change under a job on a ring, and whoever holds such
  *	a job (the fault handler) may read it and clear its entry unlocked.
  * @ctx_link: in the device's ctx_lru while @id is not 0.
- * @lock: protects @mm, @reserved, @gpuvm's tree, @root and every mapping's
- *	@users and @bound. Taken before a buffer object's map_lock.
+ * @lock: protects @mm, @reserved, @gpuvm's tree and every mapping's @users
+ *	and @bound; held across allocations, so never taken where a fence
+ *	is to be signaled. Taken before @pt_lock and a buffer object's
+ *	map_lock.
  * @mm: allocator of the driver-placed range; each node is a struct
  *	rbln_mapping.
  * @reserved: the VM_RESERVE ranges (struct drm_mm_node each).
@@ -76,6 +78,10 @@ struct rbln_pt {
  *	leave them: what the bind queue has still to do is in its jobs. Its
  *	reservation object carries the fence of every job of the context,
  *	for unbinds to wait for.
+ * @pt_lock: protects @root, every table below it and their @pins, and
+ *	@pt_bytes. Nothing allocates under it: the bind queue takes it to
+ *	write entries, and a fence waits for that. Tables are made with it
+ *	dropped and linked once it is taken again (rbln_pt_make()).
  * @root: the top-level page table. Its @cpu is NULL once the device is
  *	unplugged: the tables are gone (rbln_mmu_unplug()), and the context
  *	maps nothing any more.
@@ -98,17 +104,18 @@ struct rbln_pt {
  * @unbind_seen_count: entries of @unbind_seen.
  * @unbind_last: that unbind's finished fence, held.
  * @pt_bytes: memory its page tables take, the device's and the shadows'
- *	child arrays (fdinfo's rbln-page-tables); under @lock.
+ *	child arrays (fdinfo's rbln-page-tables); under @pt_lock.
  */
 struct rbln_vm {
 	struct kref ref;
 	struct rbln_device *rdev;
 	u32 id;
 	struct list_head ctx_link;
-	struct mutex lock; /* protects mm, root, users, bound; before map_lock */
+	struct mutex lock; /* protects mm, reserved, gpuvm, users, bound */
 	struct drm_mm mm;
 	struct drm_mm reserved;
 	struct drm_gpuvm gpuvm;
+	struct mutex pt_lock; /* protects root, the tables, pt_bytes; allocates nothing */
 	struct rbln_pt root;
 	struct list_head link;
 	atomic_t banned;

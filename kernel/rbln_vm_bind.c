@@ -93,27 +93,28 @@ static void rbln_va_free(struct rbln_va *map)
 
 /*
  * Changes the page tables. A MAP job that never ran (its file closed
- * first) has nothing to do: no job of the file runs any more.
+ * first) has nothing to do: no job of the file runs any more. The lock of
+ * the tables is the only one taken: the job's fence waits for this, and
+ * the context's lock is held where memory is allocated, which may wait
+ * for fences. An unbind's mappings keep their objects until the job is
+ * freed.
  */
 static void rbln_bind_apply(struct rbln_bind_job *job, bool ran)
 {
 	struct rbln_vm *vm = job->vm;
-	struct rbln_va *map, *tmp;
+	struct rbln_va *map;
 	u64 start, end;
 
 	if (job->done)
 		return;
 	job->done = true;
 	if (job->op == RBLN_VM_BIND_MAP) {
-		mutex_lock(&vm->lock);
 		if (ran)
 			rbln_vm_pt_map(vm, job->va, job->bo, job->offset, job->size, job->perm);
 		rbln_vm_pt_unpin(vm, job->va, job->size);
-		mutex_unlock(&vm->lock);
 		return;
 	}
 
-	mutex_lock(&vm->lock);
 	list_for_each_entry(map, &job->unmapped, unbind_link) {
 		start = max(map->base.va.addr, job->va);
 		end = min(map->base.va.addr + map->base.va.range, job->va + job->size);
@@ -121,10 +122,6 @@ static void rbln_bind_apply(struct rbln_bind_job *job, bool ran)
 	}
 	rbln_mmu_invalidate(vm->rdev);
 	rbln_vm_pt_prune(vm, job->va, job->size);
-	mutex_unlock(&vm->lock);
-	/* Only now may the memory go. */
-	list_for_each_entry_safe(map, tmp, &job->unmapped, unbind_link)
-		rbln_va_free(map);
 }
 
 static struct dma_fence *rbln_bind_run_job(struct drm_sched_job *sched_job)
@@ -135,6 +132,11 @@ static struct dma_fence *rbln_bind_run_job(struct drm_sched_job *sched_job)
 
 static void rbln_bind_job_free(struct rbln_bind_job *job)
 {
+	struct rbln_va *map, *tmp;
+
+	/* Applied, or never in the tree: the memory may go. */
+	list_for_each_entry_safe(map, tmp, &job->unmapped, unbind_link)
+		rbln_va_free(map);
 	if (job->bo)
 		drm_gem_object_put(&job->bo->base.base);
 	rbln_vm_room_put(job->vm, &job->vm->bind_jobs);
