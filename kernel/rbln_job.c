@@ -77,6 +77,7 @@ MODULE_PARM_DESC(max_jobs, "Unfinished jobs, and bind jobs, a file may have; SUB
  * @head_since: jiffies when the first of @pending became the job the ring
  *	runs: its timeout counts from then.
  * @slow_doorbell: the doorbell of the job debugfs's "slow_signal" took.
+ * @reset_event: sends the uevent of a reset (rbln_ring_reset_event()).
  */
 struct rbln_ring {
 	struct drm_gpu_scheduler sched;
@@ -93,6 +94,7 @@ struct rbln_ring {
 	struct list_head pending;
 	unsigned long head_since;
 	struct work_struct slow_doorbell;
+	struct work_struct reset_event;
 };
 
 /**
@@ -432,30 +434,20 @@ static void rbln_ring_keep_timeout(struct rbln_ring *ring)
 	drm_sched_resume_timeout(&ring->sched, max(left, 0L));
 }
 
-static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
+/*
+ * Puts @job on @ring, inside drm_dev_enter(): its fence, or an ERR_PTR for
+ * the scheduler to fail it.
+ */
+static struct dma_fence *rbln_ring_start(struct rbln_ring *ring, struct rbln_job *job)
 {
-	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
-	struct rbln_job *job = to_rbln_job(sched_job);
 	struct rbln_device *rdev = ring->rdev;
 	struct rbln_fence *fence = job->fence;
 	u32 slot, tail;
-	int idx, ret;
+	int ret;
 
-	/* Refused: the scheduler fails the finished fence when this returns. */
-	if (atomic_read(&job->vm->banned)) {
-		atomic_inc(&job->vm->failed_jobs);
-		return ERR_PTR(-ECANCELED);
-	}
-	if (!drm_dev_enter(&rdev->drm, &idx)) {
-		atomic_inc(&job->vm->failed_jobs);
-		return ERR_PTR(-ENODEV);
-	}
 	ret = rbln_vm_pin(job->vm);
-	if (ret) {
-		drm_dev_exit(idx);
-		atomic_inc(&job->vm->failed_jobs);
+	if (ret)
 		return ERR_PTR(ret);
-	}
 
 	spin_lock(&ring->lock);
 	slot = ring->tail;
@@ -485,9 +477,27 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	} else {
 		rbln_ring_doorbell(ring, tail);
 	}
-	drm_dev_exit(idx);
-
 	return dma_fence_get(&fence->base);
+}
+
+static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
+{
+	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
+	struct rbln_job *job = to_rbln_job(sched_job);
+	struct dma_fence *fence = ERR_PTR(-ECANCELED);
+	int idx;
+
+	/* Refused: the scheduler fails the finished fence when this returns. */
+	if (!atomic_read(&job->vm->banned)) {
+		fence = ERR_PTR(-ENODEV);
+		if (drm_dev_enter(&ring->rdev->drm, &idx)) {
+			fence = rbln_ring_start(ring, job);
+			drm_dev_exit(idx);
+		}
+	}
+	if (IS_ERR(fence))
+		atomic_inc(&job->vm->failed_jobs);
+	return fence;
 }
 
 /*
@@ -591,47 +601,55 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
 }
 
 /*
- * A job ran past the timeout. The order matters: nothing it used may be
- * released while the device can still touch it. So: stop feeding the ring,
- * reset it and wait for the device to confirm, retire what completed
- * meanwhile, fail the guilty job, put the innocent ones back, go on. A
- * ring that will not stop takes the whole function down with it.
+ * The uevent of a ring's reset, sent from a work item: it allocates, and
+ * the timeout handler must not wait for memory, which may wait for fences
+ * that only the handler's next run ends. Resets in a row may make one.
  */
-static enum drm_gpu_sched_stat rbln_job_recover(struct drm_sched_job *sched_job)
+static void rbln_ring_reset_event(struct work_struct *work)
 {
-	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
-	struct rbln_job *job = to_rbln_job(sched_job);
+	struct rbln_ring *ring = container_of(work, struct rbln_ring, reset_event);
 	struct rbln_device *rdev = ring->rdev;
-	struct rbln_fence *fence = job->fence;
 	char ring_env[16], *envp[] = { "RESET=1", ring_env, NULL };
 	int idx;
+
+	if (!drm_dev_enter(&rdev->drm, &idx))
+		return;
+	snprintf(ring_env, sizeof(ring_env), "RING=%u", ring->index);
+	kobject_uevent_env(&rdev->drm.accel->kdev->kobj, KOBJ_CHANGE, envp);
+	drm_dev_exit(idx);
+}
+
+/* Fails @fence: the device is gone. */
+static void rbln_fence_lost(struct rbln_ring *ring, struct rbln_fence *fence)
+{
+	spin_lock(&ring->lock);
+	if (!list_empty(&fence->link))
+		rbln_fence_retire(ring, fence, -ENODEV);
+	spin_unlock(&ring->lock);
+}
+
+/*
+ * A job ran past the timeout; inside drm_dev_enter(). The order matters:
+ * nothing it used may be released while the device can still touch it.
+ * So: stop feeding the ring, reset it and wait for the device to confirm,
+ * retire what completed meanwhile, fail the guilty job, put the innocent
+ * ones back, go on. A ring that will not stop takes the whole function
+ * down with it.
+ */
+static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct rbln_job *job)
+{
+	struct rbln_device *rdev = ring->rdev;
+	struct rbln_fence *fence = job->fence;
 	u32 ctx;
 
-	/* run_job refused it (banned, removed): it is already done. */
-	if (!job->fence_armed)
+	if (dma_fence_is_signaled(&fence->base))
 		return DRM_GPU_SCHED_STAT_NOMINAL;
-	if (!drm_dev_enter(&rdev->drm, &idx)) {
-		/* Removal stopped the device and fails every fence: maybe not this one yet. */
-		spin_lock(&ring->lock);
-		if (!list_empty(&fence->link))
-			rbln_fence_retire(ring, fence, -ENODEV);
-		spin_unlock(&ring->lock);
-		return DRM_GPU_SCHED_STAT_ENODEV;
-	}
-	if (dma_fence_is_signaled(&fence->base)) {
-		drm_dev_exit(idx);
-		return DRM_GPU_SCHED_STAT_NOMINAL;
-	}
 	/* The index it runs with: once it fails, another context may take it. */
 	ctx = READ_ONCE(job->vm->id);
 	/* Fallen off the bus: it touches no memory any more, and is unbound soon. */
 	if (rbln_hw_read(rdev->hw, RBLN_REG_CHIP_ID) == RBLN_REG_DEAD) {
-		spin_lock(&ring->lock);
-		if (!list_empty(&fence->link))
-			rbln_fence_retire(ring, fence, -ENODEV);
-		spin_unlock(&ring->lock);
+		rbln_fence_lost(ring, fence);
 		rbln_device_lost(rdev);
-		drm_dev_exit(idx);
 		return DRM_GPU_SCHED_STAT_ENODEV;
 	}
 
@@ -654,9 +672,7 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct drm_sched_job *sched_job)
 
 	drm_warn(&rdev->drm, "ring %u: job %llu of context %u timed out; ring reset\n",
 		 ring->index, fence->base.seqno, ctx);
-	snprintf(ring_env, sizeof(ring_env), "RING=%u", ring->index);
-	kobject_uevent_env(&rdev->drm.accel->kdev->kobj, KOBJ_CHANGE, envp);
-	drm_dev_exit(idx);
+	queue_work(system_unbound_wq, &ring->reset_event);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
 }
 
@@ -669,10 +685,22 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct drm_sched_job *sched_job)
  */
 static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job)
 {
-	enum drm_gpu_sched_stat status;
+	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
+	struct rbln_job *job = to_rbln_job(sched_job);
+	enum drm_gpu_sched_stat status = DRM_GPU_SCHED_STAT_NOMINAL;
+	int idx;
 
 	sched_job->sched->free_guilty = true;
-	status = rbln_job_recover(sched_job);
+	/* Not armed: run_job refused it (banned, removed), it is already done. */
+	if (job->fence_armed && drm_dev_enter(&ring->rdev->drm, &idx)) {
+		status = rbln_job_recover(ring, job);
+		drm_dev_exit(idx);
+	} else if (job->fence_armed) {
+		/* Removal stopped the device and fails every fence: maybe not this one yet. */
+		rbln_fence_lost(ring, job->fence);
+		status = DRM_GPU_SCHED_STAT_ENODEV;
+	}
+	/* Signaled by now, or about to be, in the callback of the hardware fence. */
 	dma_fence_wait(&sched_job->s_fence->finished, false);
 	return status;
 }
@@ -784,8 +812,10 @@ static void rbln_job_fini(struct drm_device *drm, void *arg)
 	for (r = 0; r < rdev->num_rings; r++) {
 		struct rbln_ring *ring = &rdev->rings[r];
 
-		if (ring->sched.ops)
+		if (ring->sched.ops) {
+			cancel_work_sync(&ring->reset_event);
 			drm_sched_fini(&ring->sched);
+		}
 		ring->sched.ops = NULL;
 		rbln_ring_free_dma(ring);
 	}
@@ -885,6 +915,7 @@ static int rbln_ring_init(struct rbln_device *rdev, struct rbln_ring *ring, unsi
 	spin_lock_init(&ring->lock);
 	INIT_LIST_HEAD(&ring->pending);
 	INIT_WORK(&ring->slow_doorbell, rbln_ring_slow_doorbell);
+	INIT_WORK(&ring->reset_event, rbln_ring_reset_event);
 	ring->context = dma_fence_context_alloc(1);
 
 	ring->entries = dma_alloc_coherent(hw->dma_dev, RBLN_RING_ENTRIES * sizeof(*ring->entries),
