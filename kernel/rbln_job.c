@@ -270,10 +270,12 @@ static void rbln_irq(void *data, unsigned int vector)
 	struct rbln_device *rdev = data;
 	u32 status;
 	unsigned int r;
+	bool cookie;
 	int idx;
 
 	if (!drm_dev_enter(&rdev->drm, &idx))
 		return;
+	cookie = dma_fence_begin_signalling();
 	if (vector < rdev->num_rings) {
 		rbln_ring_complete(&rdev->rings[vector]);
 		goto out;
@@ -291,6 +293,7 @@ static void rbln_irq(void *data, unsigned int vector)
 		rbln_ring_complete(&rdev->rings[r]);
 	}
 out:
+	dma_fence_end_signalling(cookie);
 	drm_dev_exit(idx);
 }
 
@@ -480,18 +483,28 @@ static struct dma_fence *rbln_ring_start(struct rbln_ring *ring, struct rbln_job
 	return dma_fence_get(&fence->base);
 }
 
+/*
+ * The job's fence depends on this, and memory reclaim may wait for fences:
+ * nothing here may allocate, or take a lock held where memory is allocated.
+ * lockdep checks it, in a section opened inside drm_dev_enter(): opened
+ * outside, lockdep would see what follows only through that read lock,
+ * and report nothing.
+ */
 static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 {
 	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
 	struct rbln_job *job = to_rbln_job(sched_job);
 	struct dma_fence *fence = ERR_PTR(-ECANCELED);
+	bool cookie;
 	int idx;
 
 	/* Refused: the scheduler fails the finished fence when this returns. */
 	if (!atomic_read(&job->vm->banned)) {
 		fence = ERR_PTR(-ENODEV);
 		if (drm_dev_enter(&ring->rdev->drm, &idx)) {
+			cookie = dma_fence_begin_signalling();
 			fence = rbln_ring_start(ring, job);
+			dma_fence_end_signalling(cookie);
 			drm_dev_exit(idx);
 		}
 	}
@@ -557,11 +570,32 @@ static void rbln_ring_program(struct rbln_ring *ring)
 }
 
 /*
+ * Stops, or starts again, feeding every ring but @wedged. Not in a fence
+ * signalling section: a stop waits for the ring's free_job work, which
+ * takes locks held where memory is allocated (panfrost's timeout handler
+ * stops its schedulers outside its section likewise).
+ */
+static void rbln_rings_feed(struct rbln_device *rdev, struct rbln_ring *wedged, bool on)
+{
+	unsigned int r;
+
+	for (r = 0; r < rdev->num_rings; r++) {
+		if (&rdev->rings[r] == wedged)
+			continue;
+		if (on)
+			drm_sched_wqueue_start(&rdev->rings[r].sched);
+		else
+			drm_sched_wqueue_stop(&rdev->rings[r].sched);
+	}
+}
+
+/*
  * A ring that does not stop is wedged: reset the whole function and wait
- * for it. A function reset cannot be refused; a device that never finishes
- * it reads all-ones, gone. It loses the state of every ring and the table
- * registers, so everything is programmed again and every ring's pending
- * jobs go back on, but for @guilty, which fails.
+ * for it, the other rings stopped (rbln_rings_feed()). A function reset
+ * cannot be refused; a device that never finishes it reads all-ones, gone.
+ * It loses the state of every ring and the table registers, so everything
+ * is programmed again and every ring's pending jobs go back on, but for
+ * @guilty, which fails.
  */
 static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedged,
 				struct rbln_fence *guilty)
@@ -571,10 +605,6 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
 	u32 busy;
 
 	lockdep_assert_held(&rdev->reset_lock);
-	for (r = 0; r < rdev->num_rings; r++)
-		if (&rdev->rings[r] != wedged)
-			drm_sched_wqueue_stop(&rdev->rings[r].sched);
-
 	/* Not between a scrub's address and its size: the reset clears them. */
 	mutex_lock(&rdev->scrub_lock);
 	rbln_hw_write(hw, RBLN_REG_FUNC_RESET, 1);
@@ -593,10 +623,6 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
 		rbln_ring_complete(ring);
 		rbln_ring_replay(ring, ring == wedged ? guilty : NULL);
 	}
-
-	for (r = 0; r < rdev->num_rings; r++)
-		if (&rdev->rings[r] != wedged)
-			drm_sched_wqueue_start(&rdev->rings[r].sched);
 	drm_err(&rdev->drm, "ring %u did not stop: function reset\n", wedged->index);
 }
 
@@ -640,6 +666,7 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 {
 	struct rbln_device *rdev = ring->rdev;
 	struct rbln_fence *fence = job->fence;
+	bool cookie, stopped;
 	u32 ctx;
 
 	if (dma_fence_is_signaled(&fence->base))
@@ -655,17 +682,26 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 
 	/*
 	 * Stopped under the lock: a function reset another ring's timeout
-	 * runs meanwhile restarts every ring but its own, this one too.
+	 * runs meanwhile restarts every ring but its own, this one too. Every
+	 * fence of the rings waits for what follows the stops, as for run_job.
 	 */
 	mutex_lock(&rdev->reset_lock);
 	drm_sched_wqueue_stop(&ring->sched);
-	if (rbln_ring_reset(ring)) {
+	cookie = dma_fence_begin_signalling();
+	stopped = rbln_ring_reset(ring);
+	if (stopped) {
 		rbln_ring_complete(ring);
 		/* Counted before the fence signals: whoever waits on it sees the reset. */
 		atomic_inc(&rdev->reset_count);
 		rbln_ring_replay(ring, fence);
-	} else {
+	}
+	dma_fence_end_signalling(cookie);
+	if (!stopped) {
+		rbln_rings_feed(rdev, ring, false);
+		cookie = dma_fence_begin_signalling();
 		rbln_function_reset(rdev, ring, fence);
+		dma_fence_end_signalling(cookie);
+		rbln_rings_feed(rdev, ring, true);
 	}
 	mutex_unlock(&rdev->reset_lock);
 	drm_sched_wqueue_start(&ring->sched);

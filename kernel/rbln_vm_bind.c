@@ -126,7 +126,10 @@ static void rbln_bind_apply(struct rbln_bind_job *job, bool ran)
 
 static struct dma_fence *rbln_bind_run_job(struct drm_sched_job *sched_job)
 {
+	bool cookie = dma_fence_begin_signalling();
+
 	rbln_bind_apply(to_bind_job(sched_job), true);
+	dma_fence_end_signalling(cookie);
 	return NULL;
 }
 
