@@ -665,6 +665,62 @@ TEST_F(vm, unbinds_free_the_tables_they_empty)
 	EXPECT_EQ(-EFAULT, fill(&self->x, va + gib, 0, PAGE));
 }
 
+/* One thread's maps and unmaps of a page at @va, for maps_race_unbinds_that_free_tables. */
+struct map_loop {
+	struct rbln_drm_device *dev;
+	uint32_t handle;
+	uint64_t va;
+	int ret;
+};
+
+static void *map_unmap_loop(void *arg)
+{
+	struct map_loop *m = arg;
+	int n;
+
+	for (n = 0; n < 1000 && !m->ret; n++)
+		m->ret = rbln_test_vm_map(m->dev, m->va, PAGE, m->handle, 0, 0) ?:
+			 rbln_test_vm_unmap(m->dev, m->va, PAGE);
+	return NULL;
+}
+
+/*
+ * A map makes its tables with the tables' lock dropped, while the bind
+ * queue may free tables of the same GiB for an unbind that emptied them:
+ * two threads of one file map and unmap a page 2 MiB apart, each unbind
+ * freeing the leaf and, when the other page is out too, the tables above.
+ * Every call succeeds, nothing is held after, and the range still maps.
+ */
+TEST_F(vm, maps_race_unbinds_that_free_tables)
+{
+	const uint64_t gib = 1ull << 30;
+	struct map_loop m[2];
+	long long before;
+	pthread_t t[2];
+	uint64_t va;
+	int i;
+
+	ASSERT_EQ(0, rbln_drm_vm_reserve(self->x.dev, gib, gib, &va));
+	before = page_tables(&self->x);
+	for (i = 0; i < 2; i++) {
+		m[i] = (struct map_loop){ self->x.dev, self->x.out.handle, va + i * 2 * MIB, 0 };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, map_unmap_loop, &m[i]));
+	}
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, pthread_join(t[i], NULL));
+		EXPECT_EQ(0, m[i].ret);
+	}
+	EXPECT_EQ(before, page_tables(&self->x));
+
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, rbln_test_vm_map(self->x.dev, m[i].va, PAGE, self->x.out.handle, 0, 0));
+		EXPECT_EQ(1, fill(&self->x, m[i].va, 0x5ace + i, PAGE));
+		EXPECT_EQ(0x5ace + i, ((uint32_t *)self->x.out.cpu)[0]);
+		ASSERT_EQ(0, rbln_test_vm_unmap(self->x.dev, m[i].va, PAGE));
+	}
+	EXPECT_EQ(-EFAULT, fill(&self->x, va, 0, PAGE));
+}
+
 /* cgroup v2, which rbln-vm's guest mounts. */
 #define CGROUP_ROOT	"/sys/fs/cgroup"
 
