@@ -38,7 +38,6 @@ static int rbln_emu_run_entry(struct rbln_emu_ring *ring, struct rbln_ring_entry
 {
 	struct rbln_emu_dev *edev = ring->edev;
 	struct rbln_emu_ctx ctx;
-	void *cmd;
 	int ret;
 
 	*fault_addr = entry->cmd_va;
@@ -61,18 +60,9 @@ static int rbln_emu_run_entry(struct rbln_emu_ring *ring, struct rbln_ring_entry
 		return RBLN_EMU_ABORTED;
 	}
 
-	/* The fetch buffer: the ring's own, unless the commands outgrow it. */
-	cmd = ring->cmd_buf;
-	if (entry->cmd_size > RBLN_EMU_BUF_BYTES) {
-		cmd = kvmalloc(entry->cmd_size, GFP_KERNEL);
-		if (!cmd)
-			return RBLN_FAULT_DMA;
-	}
-	ret = rbln_emu_read(&ctx, entry->cmd_va, cmd, entry->cmd_size);
+	ret = rbln_emu_read(&ctx, entry->cmd_va, ring->cmd_buf, entry->cmd_size);
 	if (!ret)
-		ret = rbln_emu_exec(&ctx, entry->cmd_va, cmd, entry->cmd_size);
-	if (cmd != ring->cmd_buf)
-		kvfree(cmd);
+		ret = rbln_emu_exec(&ctx, entry->cmd_va, ring->cmd_buf, entry->cmd_size);
 	if (ret > 0)
 		*fault_addr = ctx.fault_addr;
 	return ret;
@@ -100,11 +90,17 @@ static void rbln_emu_ring_do_reset(struct rbln_emu_ring *ring)
 	WRITE_ONCE(ring->reset, false);
 }
 
+/*
+ * The command processor. The device's fences wait for it, so it runs in a
+ * fence signalling section: lockdep then reports whatever in it could wait
+ * for them, an allocation that reclaims above all.
+ */
 static void rbln_emu_ring_work(struct work_struct *work)
 {
 	struct rbln_emu_ring *ring = container_of(work, struct rbln_emu_ring, work);
 	struct rbln_emu_dev *edev = ring->edev;
 	u64 slot, fault_addr, start, busy, last_irq = ktime_get_ns();
+	bool cookie = dma_fence_begin_signalling();
 	struct rbln_ring_entry entry;
 	unsigned int moderated = 0;
 	u32 head;
@@ -119,7 +115,7 @@ static void rbln_emu_ring_work(struct work_struct *work)
 			spin_unlock(&ring->lock);
 			if (moderated)
 				rbln_emu_raise_irq(edev, ring->index, false);
-			return;
+			break;
 		}
 		slot = ring->base + head * sizeof(entry);
 		spin_unlock(&ring->lock);
@@ -173,6 +169,7 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		}
 		cond_resched();
 	}
+	dma_fence_end_signalling(cookie);
 }
 
 u32 rbln_emu_ring_read(struct rbln_emu_ring *ring, u32 off)
@@ -302,7 +299,7 @@ int rbln_emu_cp_init(struct rbln_emu_dev *edev)
 			if (!ring->buf[b])
 				return -ENOMEM;
 		}
-		ring->cmd_buf = kvmalloc(RBLN_EMU_BUF_BYTES, GFP_KERNEL);
+		ring->cmd_buf = kvmalloc(RBLN_EMU_MAX_CMD_SIZE, GFP_KERNEL);
 		if (!ring->cmd_buf)
 			return -ENOMEM;
 	}

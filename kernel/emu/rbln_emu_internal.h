@@ -50,7 +50,7 @@ struct rbln_emu_dev;
  * @fault_seqno: RING_FAULT_SEQNO.
  * @busy_ns: RING_BUSY_NS.
  * @buf: scratch buffers of the command processor, RBLN_EMU_BUF_BYTES each.
- * @cmd_buf: where command buffers up to RBLN_EMU_BUF_BYTES are fetched.
+ * @cmd_buf: where command buffers are fetched, RBLN_EMU_MAX_CMD_SIZE.
  */
 struct rbln_emu_ring {
 	struct rbln_emu_dev *edev;

@@ -3,8 +3,13 @@
  * rbln_emu_mem.c - the emulated NPU's memory system: DRAM and its MMU
  *
  * DRAM is backed by kernel pages, allocated the first time a page is
- * written and kept until the device goes; a page never written reads as
- * zeros. Every access of a command goes through the MMU, which walks the
+ * written and kept until scrubbed; a page never written reads as zeros.
+ * The command processor is what the device's fences wait for, so it takes
+ * those pages without reclaim, which may wait for the same fences: when
+ * the host has no free page the write faults with RBLN_FAULT_DMA, as an
+ * uncorrectable memory error would on silicon.
+ *
+ * Every access of a command goes through the MMU, which walks the
  * context's page tables in host memory (rbln_hw.h) and faults on a missing
  * translation or a write to a read-only page. Host memory is reached by its
  * DMA address, through the home's rbln_emu_host_ptr(); an address that
@@ -27,10 +32,10 @@ static void *rbln_emu_dram_page(struct rbln_emu_dev *edev, u64 pfn, bool write)
 	if (page || !write)
 		return page ? page_address(page) : NULL;
 
-	page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	page = alloc_page(GFP_NOWAIT | __GFP_NOWARN | __GFP_ZERO);
 	if (!page)
 		return ERR_PTR(-ENOMEM);
-	old = xa_cmpxchg(&edev->dram, pfn, NULL, page, GFP_KERNEL);
+	old = xa_cmpxchg(&edev->dram, pfn, NULL, page, GFP_NOWAIT | __GFP_NOWARN);
 	if (old) {
 		__free_page(page);
 		if (xa_is_err(old))

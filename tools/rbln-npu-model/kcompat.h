@@ -125,7 +125,10 @@ bool queue_work(struct workqueue_struct *wq, struct work_struct *work);
 bool cancel_work_sync(struct work_struct *work);
 void destroy_workqueue(struct workqueue_struct *wq);
 
+/* Nothing here reclaims on the caller's behalf: every mode is GFP_KERNEL. */
 #define GFP_KERNEL		0
+#define GFP_NOWAIT		0
+#define __GFP_NOWARN		0
 #define __GFP_ZERO		1
 void *kvmalloc(size_t size, int gfp);
 void kvfree(const void *p);
@@ -167,5 +170,8 @@ void cond_resched(void);
 /* Userspace saves the FPU state itself; MXCSR stays at its default. */
 static inline void kernel_fpu_begin(void) {}
 static inline void kernel_fpu_end(void) {}
+/* A process waits for no fence of the guest's: nothing to annotate. */
+static inline bool dma_fence_begin_signalling(void) { return false; }
+static inline void dma_fence_end_signalling(bool cookie) { (void)cookie; }
 
 #endif /* RBLN_KCOMPAT_H */
