@@ -19,6 +19,7 @@
 #include <linux/pci.h>
 #include <linux/workqueue.h>
 
+#include <drm/drm_drv.h>
 #include <drm/drm_managed.h>
 
 #include "rbln_drv.h"
@@ -41,6 +42,8 @@ static struct workqueue_struct *rbln_pci_wq;
  * @regs_len: its length.
  * @irq_lock: serialises calls of the driver's handler.
  * @vectors: what each vector's handler is given: its number.
+ * @drm: the DRM device, whose reference rbln_pci_lost() takes.
+ * @lost_work: unbinds the function found gone (rbln_pci_lost()).
  *
  * Lives in drmm_ memory: as long as the DRM device, which may outlive the
  * binding while files are open.
@@ -56,6 +59,8 @@ struct rbln_pci {
 		struct rbln_pci *pci;
 		unsigned int index;
 	} vectors[RBLN_MAX_RINGS + 1];
+	struct drm_device *drm;
+	struct work_struct lost_work;
 };
 
 static u32 rbln_pci_read32(struct rbln_hw *hw, u32 reg)
@@ -80,36 +85,29 @@ static void rbln_pci_write32(struct rbln_hw *hw, u32 reg, u32 val)
 	read_unlock(&pci->regs_lock);
 }
 
-struct rbln_pci_release {
-	struct work_struct work;
-	struct pci_dev *pdev;
-};
-
-static void rbln_pci_release_work(struct work_struct *work)
+/* What rbln_pci_lost() queued: its reference keeps @pci and the function. */
+static void rbln_pci_lost_work(struct work_struct *work)
 {
-	struct rbln_pci_release *rel = container_of(work, struct rbln_pci_release, work);
+	struct rbln_pci *pci = container_of(work, struct rbln_pci, lost_work);
+	struct drm_device *drm = pci->drm;
 
 	/* Nothing if it was unbound meanwhile. */
-	device_release_driver(&rel->pdev->dev);
-	pci_dev_put(rel->pdev);
-	kfree(rel);
+	device_release_driver(&pci->pdev->dev);
+	drm_dev_put(drm);
 }
 
 /*
  * The function reads all-ones but no hotplug event came (a device model
  * that died, a link that went down): unbind it, as the bus would have. Not
- * from here: the caller may be inside what the unbind waits for.
+ * from here: the caller may be inside what the unbind waits for. Once per
+ * device (rbln_device_lost()), and nothing to allocate, so nothing to fail.
  */
 static void rbln_pci_lost(struct rbln_hw *hw)
 {
 	struct rbln_pci *pci = container_of(hw, struct rbln_pci, hw);
-	struct rbln_pci_release *rel = kzalloc(sizeof(*rel), GFP_ATOMIC);
 
-	if (!rel)
-		return;
-	INIT_WORK(&rel->work, rbln_pci_release_work);
-	rel->pdev = pci_dev_get(pci->pdev);
-	queue_work(rbln_pci_wq, &rel->work);
+	drm_dev_get(pci->drm);
+	queue_work(rbln_pci_wq, &pci->lost_work);
 }
 
 static const struct rbln_hw_ops rbln_pci_hw_ops = {
@@ -204,6 +202,8 @@ static int rbln_pci_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	pci->hw.ops = &rbln_pci_hw_ops;
 	pci->hw.dma_dev = &pdev->dev;
 	pci->pdev = pdev;
+	pci->drm = &rdev->drm;
+	INIT_WORK(&pci->lost_work, rbln_pci_lost_work);
 	rwlock_init(&pci->regs_lock);
 	pci->regs = regs;
 	pci->regs_len = pci_resource_len(pdev, RBLN_PCI_REGS_BAR);
