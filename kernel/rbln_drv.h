@@ -189,8 +189,10 @@ int rbln_pci_register(void);
 void rbln_pci_unregister(void);
 
 /*
- * The driver's own work, drained at module unload: what must not run on
- * the work queue of what it tears down (rbln_vm_put_async()).
+ * The driver's own work, drained at module unload: what must not run where
+ * fences wait (a finished job's release, rbln_free_job()), nor on the work
+ * queue of what it tears down (a context's last reference, which may
+ * release the device and its schedulers).
  */
 extern struct workqueue_struct *rbln_wq;
 

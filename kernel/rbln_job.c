@@ -141,9 +141,11 @@ struct rbln_queue {
  * @fence_armed: @fence was initialised by run_job and is refcounted.
  * @bos: the objects it uses, held, and their mappings held (@bos_used);
  *	NULL from the first that could not be looked up.
+ * @release: frees it off the scheduler (rbln_free_job()).
  */
 struct rbln_job {
 	struct drm_sched_job base;
+	struct work_struct release;
 	struct rbln_vm *vm;
 	u64 cmd_va;
 	u32 cmd_size;
@@ -570,10 +572,9 @@ static void rbln_ring_program(struct rbln_ring *ring)
 }
 
 /*
- * Stops, or starts again, feeding every ring but @wedged. Not in a fence
- * signalling section: a stop waits for the ring's free_job work, which
- * takes locks held where memory is allocated (panfrost's timeout handler
- * stops its schedulers outside its section likewise).
+ * Stops, or starts again, feeding every ring but @wedged. A stop waits for
+ * the ring's run_job and free_job work, which allocate nothing and take no
+ * lock held where memory is (rbln_free_job()).
  */
 static void rbln_rings_feed(struct rbln_device *rdev, struct rbln_ring *wedged, bool on)
 {
@@ -683,28 +684,25 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 	/*
 	 * Stopped under the lock: a function reset another ring's timeout
 	 * runs meanwhile restarts every ring but its own, this one too. Every
-	 * fence of the rings waits for what follows the stops, as for run_job.
+	 * fence of the rings waits for what follows, as for run_job.
 	 */
 	mutex_lock(&rdev->reset_lock);
-	drm_sched_wqueue_stop(&ring->sched);
 	cookie = dma_fence_begin_signalling();
+	drm_sched_wqueue_stop(&ring->sched);
 	stopped = rbln_ring_reset(ring);
 	if (stopped) {
 		rbln_ring_complete(ring);
 		/* Counted before the fence signals: whoever waits on it sees the reset. */
 		atomic_inc(&rdev->reset_count);
 		rbln_ring_replay(ring, fence);
-	}
-	dma_fence_end_signalling(cookie);
-	if (!stopped) {
+	} else {
 		rbln_rings_feed(rdev, ring, false);
-		cookie = dma_fence_begin_signalling();
 		rbln_function_reset(rdev, ring, fence);
-		dma_fence_end_signalling(cookie);
 		rbln_rings_feed(rdev, ring, true);
 	}
-	mutex_unlock(&rdev->reset_lock);
 	drm_sched_wqueue_start(&ring->sched);
+	dma_fence_end_signalling(cookie);
+	mutex_unlock(&rdev->reset_lock);
 
 	drm_warn(&rdev->drm, "ring %u: job %llu of context %u timed out; ring reset\n",
 		 ring->index, fence->base.seqno, ctx);
@@ -808,16 +806,30 @@ static void rbln_job_free(struct rbln_job *job)
 		kfree(job->fence);
 	rbln_vm_room_put(job->vm, &job->vm->jobs);
 	rbln_job_slow_free_wait(job->vm->rdev);
-	rbln_vm_put_async(job->vm);
+	rbln_vm_put(job->vm);
 	kvfree(job);
 }
 
+static void rbln_job_release(struct work_struct *work)
+{
+	rbln_job_free(container_of(work, struct rbln_job, release));
+}
+
+/*
+ * Fences wait for this: the scheduler runs it on the work queue of
+ * run_job, and a timeout's stops wait for it. Dropping mappings and
+ * objects takes locks held where memory is allocated, so the rest of
+ * the job goes on rbln_wq.
+ */
 static void rbln_free_job(struct drm_sched_job *sched_job)
 {
 	struct rbln_job *job = to_rbln_job(sched_job);
+	bool cookie = dma_fence_begin_signalling();
 
 	drm_sched_job_cleanup(sched_job);
-	rbln_job_free(job);
+	INIT_WORK(&job->release, rbln_job_release);
+	queue_work(rbln_wq, &job->release);
+	dma_fence_end_signalling(cookie);
 }
 
 static const struct drm_sched_backend_ops rbln_sched_ops = {

@@ -791,29 +791,6 @@ void rbln_vm_put(struct rbln_vm *vm)
 	kref_put(&vm->ref, rbln_vm_release);
 }
 
-static void rbln_vm_put_work(struct work_struct *work)
-{
-	rbln_vm_put(container_of(work, struct rbln_vm, put_work));
-}
-
-/**
- * rbln_vm_put_async() - drop a reference to @vm from a scheduler's work
- * @vm: the address space
- *
- * Jobs are freed on their scheduler's work queues and hold their context.
- * A context holds its DRM device (drm_gpuvm), whose release tears those
- * schedulers down and waits for their work to finish: after an unplug, a
- * job freed once its file has closed would wait for itself. So the last
- * reference goes on rbln_wq instead; nothing else can take one then.
- */
-void rbln_vm_put_async(struct rbln_vm *vm)
-{
-	if (!refcount_dec_not_one(&vm->ref.refcount)) {
-		INIT_WORK(&vm->put_work, rbln_vm_put_work);
-		queue_work(rbln_wq, &vm->put_work);
-	}
-}
-
 static struct rbln_mapping *rbln_vm_find(struct rbln_vm *vm, struct rbln_bo *bo)
 {
 	struct rbln_mapping *map, *found = NULL;

@@ -96,7 +96,6 @@ struct rbln_pt {
  *	the max_jobs module parameter, for callers waiting for room
  *	(rbln_vm_room_get()), who are woken at nothing else.
  * @rings_done: woken when @ring_jobs drops to zero, for a closing file.
- * @put_work: drops the last reference for rbln_vm_put_async().
  * @unbind_seen: the fences the last unbind pushed waits for, by
  *	context and seqno, sorted (struct rbln_fence_id): a later unbind, run
  *	after it, need not wait for them again (rbln_unbind_add_deps()).
@@ -126,7 +125,6 @@ struct rbln_vm {
 	atomic_t failed_jobs;
 	wait_queue_head_t jobs_done;
 	wait_queue_head_t rings_done;
-	struct work_struct put_work;
 	struct rbln_fence_id *unbind_seen;
 	u32 unbind_seen_count;
 	struct dma_fence *unbind_last;
@@ -180,7 +178,6 @@ struct rbln_vm *rbln_vm_create(struct rbln_device *rdev);
 int rbln_vm_pin(struct rbln_vm *vm);
 void rbln_vm_cancel(struct rbln_vm *vm);
 void rbln_vm_put(struct rbln_vm *vm);
-void rbln_vm_put_async(struct rbln_vm *vm);
 int rbln_vm_map(struct rbln_vm *vm, struct rbln_bo *bo);
 int rbln_vm_use(struct rbln_vm *vm, struct rbln_bo *bo);
 void rbln_vm_unmap(struct rbln_vm *vm, struct rbln_bo *bo);

@@ -52,9 +52,11 @@
  * @unmapped: UNMAP: the mappings it removed from the tree, still holding
  *	their objects; struct rbln_va linked by @unbind_link.
  * @done: the page tables were changed.
+ * @release: frees it off the scheduler (rbln_bind_free_job()).
  */
 struct rbln_bind_job {
 	struct drm_sched_job base;
+	struct work_struct release;
 	struct rbln_vm *vm;
 	u32 op;
 	u64 va;
@@ -144,18 +146,31 @@ static void rbln_bind_job_free(struct rbln_bind_job *job)
 		drm_gem_object_put(&job->bo->base.base);
 	rbln_vm_room_put(job->vm, &job->vm->bind_jobs);
 	rbln_job_slow_free_wait(job->vm->rdev);
-	rbln_vm_put_async(job->vm);
+	rbln_vm_put(job->vm);
 	kfree(job);
 }
 
+static void rbln_bind_job_release(struct work_struct *work)
+{
+	rbln_bind_job_free(container_of(work, struct rbln_bind_job, release));
+}
+
+/*
+ * On the work queue of run_job, which the bind queue's fences wait for:
+ * the objects and mappings, whose release takes locks held where memory
+ * is allocated, go on rbln_wq.
+ */
 static void rbln_bind_free_job(struct drm_sched_job *sched_job)
 {
 	struct rbln_bind_job *job = to_bind_job(sched_job);
+	bool cookie = dma_fence_begin_signalling();
 
 	/* Killed before it ran: an unbind still owes its clearing. */
 	rbln_bind_apply(job, false);
 	drm_sched_job_cleanup(sched_job);
-	rbln_bind_job_free(job);
+	INIT_WORK(&job->release, rbln_bind_job_release);
+	queue_work(rbln_wq, &job->release);
+	dma_fence_end_signalling(cookie);
 }
 
 static enum drm_gpu_sched_stat rbln_bind_timedout_job(struct drm_sched_job *sched_job)
