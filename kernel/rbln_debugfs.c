@@ -15,7 +15,10 @@
  *  - "slow_scrub": the next scrub of freed device memory pauses for 100 ms
  *    between programming the address and the size;
  *  - "slow_free": the next job or bind job freed holds its context for a
- *    second after the rest of it is gone.
+ *    second after the rest of it is gone;
+ *  - "slow_fault": the interrupt handler holds the next fault it reads for
+ *    twice the job timeout before it acknowledges it, so that the ring's
+ *    reset comes in between.
  */
 
 #include <linux/debugfs.h>
@@ -72,6 +75,7 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 		{ "slow_signal", 0, rbln_job_slow_signal },
 		{ "slow_scrub", 0, rbln_devmem_slow_scrub },
 		{ "slow_free", 0, rbln_job_slow_free },
+		{ "slow_fault", 0, rbln_job_slow_fault },
 	};
 	struct rbln_device *rdev = f->private_data;
 	unsigned int i;

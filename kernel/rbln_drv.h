@@ -86,6 +86,7 @@ struct rbln_ring;
  * @lost: its registers were found reading all-ones (rbln_device_lost()).
  * @slow_signal: debugfs's "slow_signal" hook, rbln_job_slow_signal()'s state.
  * @slow_free: debugfs's "slow_free" hook is armed.
+ * @slow_fault: debugfs's "slow_fault" hook is armed.
  * @bind_sched: runs every file's VM_BIND jobs, on the CPU; a list of one
  *	for the files' bind entities.
  *
@@ -140,6 +141,7 @@ struct rbln_device {
 	atomic_t lost;
 	atomic_t slow_signal;
 	atomic_t slow_free;
+	atomic_t slow_fault;
 
 	struct drm_gpu_scheduler *bind_sched;
 };
@@ -217,6 +219,7 @@ int rbln_job_init(struct rbln_device *rdev);
 void rbln_job_exit(void);
 void rbln_job_unplug(struct rbln_device *rdev);
 int rbln_job_slow_signal(struct rbln_device *rdev);
+int rbln_job_slow_fault(struct rbln_device *rdev);
 int rbln_job_slow_free(struct rbln_device *rdev);
 void rbln_job_slow_free_wait(struct rbln_device *rdev);
 int rbln_vm_room_get(struct rbln_vm *vm, atomic_t *count);

@@ -58,6 +58,20 @@ static unsigned int max_jobs = 4096;
 module_param_cb(max_jobs, &rbln_positive_param_ops, &max_jobs, 0444);
 MODULE_PARM_DESC(max_jobs, "Unfinished jobs, and bind jobs, a file may have; SUBMIT or VM_BIND beyond waits until half have retired (default: 4096)");
 
+/*
+ * Keeps the CPU for @ms, where the debugfs hooks widen a race. By the
+ * clock, not mdelay(): a delay loop is only as long as its CPU's
+ * calibration, and a virtual CPU calibrated on a busy host (TCG) was seen
+ * to wait 0.6 s of the 1 s asked.
+ */
+static void rbln_stall_ms(unsigned int ms)
+{
+	ktime_t end = ktime_add_ms(ktime_get(), ms);
+
+	while (ktime_before(ktime_get(), end))
+		cpu_relax();
+}
+
 /**
  * struct rbln_ring - the driver's side of one hardware ring
  * @sched: the scheduler feeding it; first, as it outlives the rest
@@ -68,14 +82,17 @@ MODULE_PARM_DESC(max_jobs, "Unfinished jobs, and bind jobs, a file may have; SUB
  * @entries_dma: its DMA address.
  * @fence_slot: where the device writes the last completed seqno.
  * @fence_dma: its DMA address.
- * @lock: protects @tail, @seqno, @pending and @head_since; the lock of its
- *	fences.
+ * @lock: protects @tail, @seqno, @pending, @head_since and @resets; the
+ *	lock of its fences.
  * @tail: next entry to write.
  * @seqno: last seqno handed out.
  * @context: dma-fence context of its fences.
  * @pending: fences not yet signaled, in seqno order.
  * @head_since: jiffies when the first of @pending became the job the ring
  *	runs: its timeout counts from then.
+ * @resets: resets of the ring asked for, of it alone or of the function:
+ *	a fault read before one may be gone, or be another, once it is
+ *	asked for (rbln_ring_fault()).
  * @slow_doorbell: the doorbell of the job debugfs's "slow_signal" took.
  * @reset_event: sends the uevent of a reset (rbln_ring_reset_event()).
  */
@@ -87,12 +104,13 @@ struct rbln_ring {
 	dma_addr_t entries_dma;
 	u64 *fence_slot;
 	dma_addr_t fence_dma;
-	spinlock_t lock; /* protects tail, seqno, pending, head_since; the fences' lock */
+	spinlock_t lock; /* protects tail, seqno, pending, head_since, resets; the fences' lock */
 	u32 tail;
 	u64 seqno;
 	u64 context;
 	struct list_head pending;
 	unsigned long head_since;
+	u32 resets;
 	struct work_struct slow_doorbell;
 	struct work_struct reset_event;
 };
@@ -205,20 +223,37 @@ static void rbln_fence_retire(struct rbln_ring *ring, struct rbln_fence *fence, 
 	dma_fence_put(&fence->base);
 }
 
+/*
+ * Acknowledging a fault completes its entry. A reset asked for after the
+ * fault was read ends that entry instead, and then another entry may fault
+ * before the acknowledgment: acknowledged blindly, that one would complete
+ * as if it had not faulted. So the acknowledgment is given under the lock
+ * and only if no reset was asked for since the fault was read (resets ask
+ * under the lock, rbln_ring_reset_ask()); a fault after a reset raises an
+ * interrupt of its own.
+ */
 static void rbln_ring_fault(struct rbln_ring *ring)
 {
-	struct rbln_hw *hw = ring->rdev->hw;
-	u32 r = ring->index, info;
+	struct rbln_device *rdev = ring->rdev;
+	struct rbln_hw *hw = rdev->hw;
+	u32 r = ring->index, info, resets;
 	struct rbln_fence *fence;
 	u64 seqno, addr;
 
+	spin_lock(&ring->lock);
+	resets = ring->resets;
+	spin_unlock(&ring->lock);
 	info = rbln_hw_read(hw, RBLN_RING_REG(r, RBLN_RING_FAULT_INFO));
 	if (!(info & RBLN_FAULT_VALID) || info == RBLN_REG_DEAD)
 		return;
 	seqno = rbln_hw_read64(hw, RBLN_RING_REG(r, RBLN_RING_FAULT_SEQNO_LO));
 	addr = rbln_hw_read64(hw, RBLN_RING_REG(r, RBLN_RING_FAULT_ADDR_LO));
+	if (atomic_read(&rdev->slow_fault) && atomic_xchg(&rdev->slow_fault, 0))
+		rbln_stall_ms(2 * job_timeout_ms);
 
 	spin_lock(&ring->lock);
+	if (ring->resets != resets)
+		goto out;
 	list_for_each_entry(fence, &ring->pending, link) {
 		struct rbln_vm *vm = fence->vm;
 
@@ -230,15 +265,16 @@ static void rbln_ring_fault(struct rbln_ring *ring)
 			break;
 		}
 		dma_fence_set_error(&fence->base, -EFAULT);
-		WRITE_ONCE(ring->rdev->ctx_table[vm->id], 0);
-		dev_info_ratelimited(ring->rdev->drm.dev,
+		WRITE_ONCE(rdev->ctx_table[vm->id], 0);
+		dev_info_ratelimited(rdev->drm.dev,
 				     "context %u: fault %u at %#llx; context banned\n",
 				     vm->id, RBLN_FAULT_TYPE(info), addr);
 		break;
 	}
-	spin_unlock(&ring->lock);
 	/* The device completes the entry now; its fence carries the error. */
 	rbln_hw_write(hw, RBLN_RING_REG(r, RBLN_RING_FAULT_INFO), 0);
+out:
+	spin_unlock(&ring->lock);
 }
 
 static void rbln_ring_complete(struct rbln_ring *ring)
@@ -353,15 +389,8 @@ static void rbln_fence_slow_cb(struct dma_fence *f, struct dma_fence_cb *cb)
 {
 	struct rbln_fence *fence = container_of(cb, struct rbln_fence, slow_cb);
 	struct rbln_device *rdev = fence->vm->rdev;
-	ktime_t end = ktime_add_ms(ktime_get(), 2 * job_timeout_ms);
 
-	/*
-	 * The clock, not mdelay(): a delay loop is only as long as its CPU's
-	 * calibration, and a virtual CPU calibrated on a busy host (TCG) was
-	 * seen to wait 0.6 s of the 1 s asked.
-	 */
-	while (ktime_before(ktime_get(), end))
-		cpu_relax();
+	rbln_stall_ms(2 * job_timeout_ms);
 	atomic_set(&rdev->slow_signal, RBLN_SLOW_SIGNAL_OFF);
 }
 
@@ -378,6 +407,22 @@ static void rbln_fence_slow_cb(struct dma_fence *f, struct dma_fence_cb *cb)
 int rbln_job_slow_free(struct rbln_device *rdev)
 {
 	atomic_set(&rdev->slow_free, 1);
+	return 0;
+}
+
+/**
+ * rbln_job_slow_fault() - arm debugfs's "slow_fault" for @rdev's next fault
+ * @rdev: the device
+ *
+ * The interrupt handler holds the next fault it reads for twice the job
+ * timeout before it acknowledges it: the faulting job's timeout, and the
+ * reset of its ring, land in between (rbln_ring_fault()).
+ *
+ * Return: 0.
+ */
+int rbln_job_slow_fault(struct rbln_device *rdev)
+{
+	atomic_set(&rdev->slow_fault, 1);
 	return 0;
 }
 
@@ -515,6 +560,14 @@ static struct dma_fence *rbln_run_job(struct drm_sched_job *sched_job)
 	return fence;
 }
 
+/* Counts a reset of @ring as asked for, before it is: see rbln_ring_fault(). */
+static void rbln_ring_reset_ask(struct rbln_ring *ring)
+{
+	spin_lock(&ring->lock);
+	ring->resets++;
+	spin_unlock(&ring->lock);
+}
+
 /*
  * Stops @ring in hardware and waits until the device confirms: from then
  * on nothing of the entries on it runs or touches memory (rbln_hw.h).
@@ -526,6 +579,7 @@ static bool rbln_ring_reset(struct rbln_ring *ring)
 	struct rbln_hw *hw = ring->rdev->hw;
 	u32 reg = RBLN_RING_REG(ring->index, RBLN_RING_RESET), busy;
 
+	rbln_ring_reset_ask(ring);
 	rbln_hw_write(hw, reg, 1);
 	return !read_poll_timeout(rbln_hw_read, busy, busy != 1, 50,
 				  job_timeout_ms * USEC_PER_MSEC, false, hw, reg);
@@ -606,6 +660,8 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
 	u32 busy;
 
 	lockdep_assert_held(&rdev->reset_lock);
+	for (r = 0; r < rdev->num_rings; r++)
+		rbln_ring_reset_ask(&rdev->rings[r]);
 	/* Not between a scrub's address and its size: the reset clears them. */
 	mutex_lock(&rdev->scrub_lock);
 	rbln_hw_write(hw, RBLN_REG_FUNC_RESET, 1);
