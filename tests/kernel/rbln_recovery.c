@@ -271,6 +271,43 @@ TEST_F(recovery, jobs_behind_a_fault_are_canceled)
 }
 
 /*
+ * A fault read before a reset. The driver's slow_fault hook holds the
+ * interrupt handler between reading the first job's fault and
+ * acknowledging it, for twice the job timeout: the job times out
+ * meanwhile, its ring is reset, and the job behind it, which faults too,
+ * runs again and faults. Acknowledged as the first, that second fault
+ * would let its job complete as if it had not faulted.
+ */
+TEST_F(recovery, fault_read_before_a_reset_is_not_acknowledged_after)
+{
+	long long resets = rbln_test_attr(0, "reset_count");
+	uint32_t bos[2] = { self->a.mem.handle, self->a.out.handle }, i;
+	int fd = rbln_drm_fd(self->a.dev), status;
+	struct drm_rbln_sync sig[2] = { 0 };
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, self->a.out.va, 0x10000000ull, 64));
+	ASSERT_EQ(0, inject(rbln_test_dev_name(0), "slow_fault"));
+	/* One queue: the second job waits on the same ring behind the first. */
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &sig[i].handle));
+		ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
+					     bos, 2, NULL, 0, &sig[i]));
+	}
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, drmSyncobjWait(fd, &sig[i].handle, 1, rbln_test_deadline_ns(10000),
+					    0, NULL));
+	EXPECT_GT(rbln_test_attr(0, "reset_count"), resets);
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig[0].handle, 0, &status));
+	EXPECT_EQ(-ETIMEDOUT, status);
+	ASSERT_EQ(0, rbln_drm_fence_status(self->a.dev, sig[1].handle, 0, &status));
+	EXPECT_EQ(-EFAULT, status);
+	EXPECT_EQ(-1000 - ECANCELED, ctx_check(&self->a, 1));
+	EXPECT_EQ(1, ctx_check(&self->b, 0x600d));
+}
+
+/*
  * 32 jobs of 4 x 32 MiB written each on one queue: together far longer
  * than job_timeout_ms, each well within it. Completions are moderated, but
  * never held back long enough for a finished job to look hung.
