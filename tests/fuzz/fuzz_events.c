@@ -149,10 +149,10 @@ void fz_reap_children(struct fz *fz, bool wait_all)
 void op_inject(struct fz *fz)
 {
 	static const char *const what[] = {
-		"hang", "fault", "dma", "slow_signal", "slow_scrub", "slow_free",
+		"hang", "fault", "dma", "slow_signal", "slow_scrub", "slow_free", "slow_fault",
 	};
 	/* The driver's hooks hold what they slow for up to a second: seldom. */
-	unsigned int k = fz_below(&fz->rng, 32) ? fz_below(&fz->rng, 3) : 3 + fz_below(&fz->rng, 3);
+	unsigned int k = fz_below(&fz->rng, 32) ? fz_below(&fz->rng, 3) : 3 + fz_below(&fz->rng, 4);
 	unsigned int i;
 	bool fails = k == 1 || k == 2;
 	int devi = fz_pick_dev(fz, true), ret;
