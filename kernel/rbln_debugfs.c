@@ -6,7 +6,8 @@
  * space: address, size, placement, device permissions.
  * inject: write "hang", "dma", "fault" or "stuck" and the device's next job
  * hangs, fails its next DMA, faults, or hangs so that its ring cannot be
- * reset: the recovery paths on demand. The driver's own hooks widen races
+ * reset; "no_page" and the emulated NPU finds no host page for the next
+ * DRAM page written first: the recovery paths on demand. The driver's own hooks widen races
  * for the tests that interleave them:
  *  - "slow_signal": the next job's fence, once signaled, holds its signaler
  *    for twice the job timeout before the scheduler hears of it, so that
@@ -71,6 +72,7 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 		{ "dma", RBLN_INJECT_DMA_ERROR },
 		{ "fault", RBLN_INJECT_FAULT },
 		{ "stuck", RBLN_INJECT_STUCK },
+		{ "no_page", RBLN_INJECT_NO_PAGE },
 		/* The driver's, not the device's. */
 		{ "slow_signal", 0, rbln_job_slow_signal },
 		{ "slow_scrub", 0, rbln_devmem_slow_scrub },

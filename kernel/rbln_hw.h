@@ -53,6 +53,7 @@
 #define RBLN_INJECT_DMA_ERROR		BIT(1)	/* the next DMA fails */
 #define RBLN_INJECT_FAULT		BIT(2)	/* the next job faults */
 #define RBLN_INJECT_STUCK		BIT(3)	/* the next job never ends, nor does RESET */
+#define RBLN_INJECT_NO_PAGE		BIT(4)	/* the host has no page for the next DRAM page */
 
 /*
  * Command rings. Ring r's registers start at RBLN_RING_REG(r, 0). The ring

@@ -208,7 +208,7 @@ void rbln_emu_reg_write(struct rbln_emu_dev *edev, u32 reg, u32 val)
 		break;
 	case RBLN_REG_INJECT:
 		atomic_or(val & (RBLN_INJECT_HANG | RBLN_INJECT_DMA_ERROR | RBLN_INJECT_FAULT |
-				 RBLN_INJECT_STUCK), &edev->inject);
+				 RBLN_INJECT_STUCK | RBLN_INJECT_NO_PAGE), &edev->inject);
 		break;
 	case RBLN_REG_FUNC_RESET:
 		rbln_emu_func_reset(edev);

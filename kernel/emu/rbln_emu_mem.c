@@ -32,6 +32,8 @@ static void *rbln_emu_dram_page(struct rbln_emu_dev *edev, u64 pfn, bool write)
 	if (page || !write)
 		return page ? page_address(page) : NULL;
 
+	if (atomic_fetch_andnot(RBLN_INJECT_NO_PAGE, &edev->inject) & RBLN_INJECT_NO_PAGE)
+		return ERR_PTR(-ENOMEM);
 	page = alloc_page(GFP_NOWAIT | __GFP_NOWARN | __GFP_ZERO);
 	if (!page)
 		return ERR_PTR(-ENOMEM);

@@ -149,12 +149,13 @@ void fz_reap_children(struct fz *fz, bool wait_all)
 void op_inject(struct fz *fz)
 {
 	static const char *const what[] = {
-		"hang", "fault", "dma", "slow_signal", "slow_scrub", "slow_free", "slow_fault",
+		"hang", "fault", "dma", "no_page", "slow_signal", "slow_scrub", "slow_free",
+		"slow_fault",
 	};
 	/* The driver's hooks hold what they slow for up to a second: seldom. */
-	unsigned int k = fz_below(&fz->rng, 32) ? fz_below(&fz->rng, 3) : 3 + fz_below(&fz->rng, 4);
+	unsigned int k = fz_below(&fz->rng, 32) ? fz_below(&fz->rng, 4) : 4 + fz_below(&fz->rng, 4);
 	unsigned int i;
-	bool fails = k == 1 || k == 2;
+	bool fails = k >= 1 && k <= 3;
 	int devi = fz_pick_dev(fz, true), ret;
 	char path[128];
 
@@ -163,7 +164,8 @@ void op_inject(struct fz *fz)
 	snprintf(path, sizeof(path), DEBUGFS_ACCEL "/%s/inject", fz->devs[devi].name);
 	/*
 	 * A hang only times a job out, and the driver's hooks only slow what
-	 * they hold; a fault or a DMA error fails a job and bans its context.
+	 * they hold; a fault, a DMA error or a missing page fails a job and
+	 * bans its context.
 	 */
 	if (fails) {
 		atomic_fetch_add(&fz->sh->inject_pending[devi], 1);

@@ -584,6 +584,20 @@ TEST_F(recovery, injected_dma_error_and_fault)
 	EXPECT_EQ(-EINVAL, inject(rbln_test_dev_name(0), "melt"));
 }
 
+/*
+ * No host page for device memory written the first time, as under host
+ * memory pressure: the emulated NPU does not reclaim, since the device's
+ * fences wait for it. The access faults, the job fails and its context is
+ * banned; the next first write finds a page.
+ */
+TEST_F(recovery, no_host_page_for_device_memory_faults)
+{
+	EXPECT_EQ(0, inject(rbln_test_dev_name(0), "no_page"));
+	EXPECT_EQ(-EFAULT, ctx_check(&self->a, 8));
+	EXPECT_EQ(-1000 - ECANCELED, ctx_check(&self->a, 8));
+	EXPECT_EQ(1, ctx_check(&self->b, 9));
+}
+
 /* A NOP that hangs, on @x's queue on the device named @name; @hung gets its fence. */
 static int submit_hung_nop(struct ctx *x, const char *name, struct drm_rbln_sync *hung)
 {
