@@ -7,7 +7,9 @@
  * inject: write "hang", "dma", "fault" or "stuck" and the device's next job
  * hangs, fails its next DMA, faults, or hangs so that its ring cannot be
  * reset; "no_page" and the emulated NPU finds no host page for the next
- * DRAM page written first: the recovery paths on demand. The driver's own hooks widen races
+ * DRAM page written first; "deaf" and it answers no MMU invalidation or
+ * function reset until its bus resets it (only where the driver can cut
+ * it off: PCI): the recovery paths on demand. The driver's own hooks widen races
  * for the tests that interleave them:
  *  - "slow_signal": the next job's fence, once signaled, holds its signaler
  *    for twice the job timeout before the scheduler hears of it, so that
@@ -60,6 +62,11 @@ static int rbln_debugfs_bos(struct seq_file *m, void *data)
 	return 0;
 }
 
+static int rbln_debugfs_can_cut(struct rbln_device *rdev)
+{
+	return rdev->hw->ops->cut_dma ? 0 : -EOPNOTSUPP;
+}
+
 static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf,
 					 size_t len, loff_t *pos)
 {
@@ -73,6 +80,8 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 		{ "fault", RBLN_INJECT_FAULT },
 		{ "stuck", RBLN_INJECT_STUCK },
 		{ "no_page", RBLN_INJECT_NO_PAGE },
+		/* Only where the driver can cut a deaf device off: it would wait forever. */
+		{ "deaf", RBLN_INJECT_DEAF, rbln_debugfs_can_cut },
 		/* The driver's, not the device's. */
 		{ "slow_signal", 0, rbln_job_slow_signal },
 		{ "slow_scrub", 0, rbln_devmem_slow_scrub },
@@ -98,10 +107,10 @@ static ssize_t rbln_debugfs_inject_write(struct file *f, const char __user *ubuf
 		return -EINVAL;
 	if (!drm_dev_enter(&rdev->drm, &idx))
 		return -ENODEV;
-	if (hooks[i].bit)
-		rbln_hw_write(rdev->hw, RBLN_REG_INJECT, hooks[i].bit);
-	else
+	if (hooks[i].arm)
 		err = hooks[i].arm(rdev);
+	if (!err && hooks[i].bit)
+		rbln_hw_write(rdev->hw, RBLN_REG_INJECT, hooks[i].bit);
 	drm_dev_exit(idx);
 	return err ? err : (ssize_t)len;
 }

@@ -206,20 +206,61 @@ static int rbln_hw_identify(struct rbln_device *rdev)
 	return 0;
 }
 
+static int rbln_param_set_positive(const char *val, const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, UINT_MAX);
+}
+
+const struct kernel_param_ops rbln_positive_param_ops = {
+	.set = rbln_param_set_positive,
+	.get = param_get_uint,
+};
+
+static unsigned int hw_timeout_ms = 10000;
+module_param_cb(hw_timeout_ms, &rbln_positive_param_ops, &hw_timeout_ms, 0444);
+MODULE_PARM_DESC(hw_timeout_ms, "A device that has not finished an MMU invalidation or a function reset after this long is cut off from memory and unbound, where its bus can cut it off (default: 10000)");
+
+/**
+ * rbln_hw_wait() - wait until the device has done what @reg was written for
+ * @rdev: the device
+ * @reg: a register that reads 1 until then: MMU_INVALIDATE, FUNC_RESET
+ *
+ * Until the device answers, the memory it may reach is its own: nothing
+ * of it may be freed. A device that has not answered after hw_timeout_ms
+ * is wedged beyond its own resets; where the bus can, its DMA is cut off
+ * (&rbln_hw_ops.cut_dma), which frees that memory as an answer would, and
+ * it is unbound. Without that the wait goes on. A device gone from the bus
+ * reads all-ones, which answers; one found lost, gone or cut off, is not
+ * waited for again.
+ *
+ * Return: true if the device answered, false if it is lost.
+ */
+bool rbln_hw_wait(struct rbln_device *rdev, u32 reg)
+{
+	struct rbln_hw *hw = rdev->hw;
+	u64 timeout_us = hw->ops->cut_dma ? (u64)hw_timeout_ms * USEC_PER_MSEC : 0;
+	u32 busy;
+
+	if (atomic_read(&rdev->lost))
+		return false;
+	if (!read_poll_timeout(rbln_hw_read, busy, busy != 1, 20, timeout_us, false, hw, reg))
+		return true;
+	hw->ops->cut_dma(hw);
+	rbln_device_lost(rdev, "it stopped answering; cut off from memory");
+	return false;
+}
+
 /*
  * Stops whatever the function runs, and waits until it has: at probe, for
  * what a previous driver left behind, and when the driver lets go of a
  * device that may still run (an unbind), since nothing of its jobs may
  * touch memory once they are failed and freed. A device already gone reads
- * all-ones.
+ * all-ones. False if it had to be cut off instead (rbln_hw_wait()).
  */
-static void rbln_hw_stop(struct rbln_device *rdev)
+static bool rbln_hw_stop(struct rbln_device *rdev)
 {
-	u32 busy;
-
 	rbln_hw_write(rdev->hw, RBLN_REG_FUNC_RESET, 1);
-	read_poll_timeout(rbln_hw_read, busy, busy != 1, 50, 0, false, rdev->hw,
-			  RBLN_REG_FUNC_RESET);
+	return rbln_hw_wait(rdev, RBLN_REG_FUNC_RESET);
 }
 
 /*
@@ -279,7 +320,8 @@ int rbln_device_init(struct rbln_device *rdev, struct rbln_hw *hw)
 
 	rdev->hw = hw;
 	/* Whatever a previous driver left running stops before anything is set up. */
-	rbln_hw_stop(rdev);
+	if (!rbln_hw_stop(rdev))
+		return -ENODEV;
 	ret = rbln_hw_identify(rdev);
 	if (ret)
 		return ret;
@@ -332,17 +374,19 @@ void rbln_device_unplug(struct rbln_device *rdev)
 }
 
 /**
- * rbln_device_lost() - the device's registers read all-ones
+ * rbln_device_lost() - the device is gone, or as good as gone
  * @rdev: the device
+ * @why: what showed it, for the log
  *
- * It fell off its bus, and the bus did not tell: have the backend unbind
- * it, which unplugs it as a removal does. Any context.
+ * It fell off its bus and the bus did not tell (its registers read
+ * all-ones), or it stopped answering and was cut off: have the backend
+ * unbind it, which unplugs it as a removal does. Any context.
  */
-void rbln_device_lost(struct rbln_device *rdev)
+void rbln_device_lost(struct rbln_device *rdev, const char *why)
 {
 	if (atomic_xchg(&rdev->lost, 1))
 		return;
-	drm_err(&rdev->drm, "the device is gone: its registers read all-ones\n");
+	drm_err(&rdev->drm, "the device is lost: %s\n", why);
 	if (rdev->hw->ops->lost)
 		rdev->hw->ops->lost(rdev->hw);
 }

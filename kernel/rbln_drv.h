@@ -83,7 +83,7 @@ struct rbln_ring;
  * @reset_lock: one reset at a time, of a ring or of the function; the
  *	doorbell slow_signal defers (rbln_ring_slow_doorbell()) waits for it.
  * @reset_count: rings reset after a timeout.
- * @lost: its registers were found reading all-ones (rbln_device_lost()).
+ * @lost: it was found gone, or not answering (rbln_device_lost()).
  * @slow_signal: debugfs's "slow_signal" hook, rbln_job_slow_signal()'s state.
  * @slow_free: debugfs's "slow_free" hook is armed.
  * @slow_fault: debugfs's "slow_fault" hook is armed.
@@ -184,7 +184,11 @@ static inline struct rbln_file *to_rbln_file(struct drm_file *file)
 struct rbln_device *rbln_device_alloc(struct device *parent);
 int rbln_device_init(struct rbln_device *rdev, struct rbln_hw *hw);
 void rbln_device_unplug(struct rbln_device *rdev);
-void rbln_device_lost(struct rbln_device *rdev);
+void rbln_device_lost(struct rbln_device *rdev, const char *why);
+bool rbln_hw_wait(struct rbln_device *rdev, u32 reg);
+
+/* A module parameter that takes a positive number. */
+extern const struct kernel_param_ops rbln_positive_param_ops;
 
 /* rbln_pci.c */
 int rbln_pci_register(void);

@@ -54,6 +54,7 @@
 #define RBLN_INJECT_FAULT		BIT(2)	/* the next job faults */
 #define RBLN_INJECT_STUCK		BIT(3)	/* the next job never ends, nor does RESET */
 #define RBLN_INJECT_NO_PAGE		BIT(4)	/* the host has no page for the next DRAM page */
+#define RBLN_INJECT_DEAF		BIT(5)	/* MMU_INVALIDATE, FUNC_RESET busy until FLR */
 
 /*
  * Command rings. Ring r's registers start at RBLN_RING_REG(r, 0). The ring
@@ -173,8 +174,13 @@ struct rbln_hw;
  * @read32: read the register at byte offset @reg.
  * @write32: write @val to the register at byte offset @reg.
  * @lost: optional: the driver found the device gone (its registers read
- *	all-ones) without its bus saying so; the backend unbinds it, later,
- *	from a context of its own. May be called more than once.
+ *	all-ones, or it stopped answering) without its bus saying so; the
+ *	backend unbinds it, later, from a context of its own. May be called
+ *	more than once.
+ * @cut_dma: optional: the device stopped answering; stop it reaching host
+ *	memory, whatever it runs, before returning (on PCI, Bus Master
+ *	Enable cleared). Without it, the driver waits for an answer as long
+ *	as it takes (rbln_hw_wait()).
  *
  * All may be called from any context and must not sleep.
  */
@@ -182,6 +188,7 @@ struct rbln_hw_ops {
 	u32 (*read32)(struct rbln_hw *hw, u32 reg);
 	void (*write32)(struct rbln_hw *hw, u32 reg, u32 val);
 	void (*lost)(struct rbln_hw *hw);
+	void (*cut_dma)(struct rbln_hw *hw);
 };
 
 /**

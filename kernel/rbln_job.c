@@ -35,16 +35,6 @@
 #include "rbln_gem.h"
 #include "rbln_hw.h"
 
-static int rbln_param_set_positive(const char *val, const struct kernel_param *kp)
-{
-	return param_set_uint_minmax(val, kp, 1, UINT_MAX);
-}
-
-static const struct kernel_param_ops rbln_positive_param_ops = {
-	.set = rbln_param_set_positive,
-	.get = param_get_uint,
-};
-
 static unsigned int job_timeout_ms = 5000;
 module_param_cb(job_timeout_ms, &rbln_positive_param_ops, &job_timeout_ms, 0444);
 MODULE_PARM_DESC(job_timeout_ms, "A job running longer is abandoned and its ring reset (default: 5000)");
@@ -320,7 +310,7 @@ static void rbln_irq(void *data, unsigned int vector)
 	}
 	status = rbln_hw_read(rdev->hw, RBLN_REG_IRQ_STATUS);
 	if (status == RBLN_REG_DEAD)
-		rbln_device_lost(rdev);
+		rbln_device_lost(rdev, "its registers read all-ones");
 	if (!status || status == RBLN_REG_DEAD)
 		goto out;
 	rbln_hw_write(rdev->hw, RBLN_REG_IRQ_STATUS, status);
@@ -644,20 +634,30 @@ static void rbln_rings_feed(struct rbln_device *rdev, struct rbln_ring *wedged, 
 	}
 }
 
+/* Fails @fence: the device is gone. */
+static void rbln_fence_lost(struct rbln_ring *ring, struct rbln_fence *fence)
+{
+	spin_lock(&ring->lock);
+	if (!list_empty(&fence->link))
+		rbln_fence_retire(ring, fence, -ENODEV);
+	spin_unlock(&ring->lock);
+}
+
 /*
  * A ring that does not stop is wedged: reset the whole function and wait
  * for it, the other rings stopped (rbln_rings_feed()). A function reset
- * cannot be refused; a device that never finishes it reads all-ones, gone.
- * It loses the state of every ring and the table registers, so everything
- * is programmed again and every ring's pending jobs go back on, but for
- * @guilty, which fails.
+ * cannot be refused; a device that never finishes it reads all-ones, gone,
+ * or is cut off (rbln_hw_wait()): then false, and its unbind fails every
+ * job. It loses the state of every ring and the table registers, so
+ * everything is programmed again and every ring's pending jobs go back on,
+ * but for @guilty, which fails.
  */
-static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedged,
+static bool rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedged,
 				struct rbln_fence *guilty)
 {
 	struct rbln_hw *hw = rdev->hw;
 	unsigned int r;
-	u32 busy;
+	bool answered;
 
 	lockdep_assert_held(&rdev->reset_lock);
 	for (r = 0; r < rdev->num_rings; r++)
@@ -665,9 +665,12 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
 	/* Not between a scrub's address and its size: the reset clears them. */
 	mutex_lock(&rdev->scrub_lock);
 	rbln_hw_write(hw, RBLN_REG_FUNC_RESET, 1);
-	/* The device owns the memory until it answers: no timeout can free it. */
-	read_poll_timeout(rbln_hw_read, busy, busy != 1, 50, 0, false, hw, RBLN_REG_FUNC_RESET);
+	answered = rbln_hw_wait(rdev, RBLN_REG_FUNC_RESET);
 	mutex_unlock(&rdev->scrub_lock);
+	if (!answered) {
+		rbln_fence_lost(wedged, guilty);
+		return false;
+	}
 
 	rbln_mmu_program(rdev);
 	rbln_peer_program(rdev);
@@ -681,6 +684,7 @@ static void rbln_function_reset(struct rbln_device *rdev, struct rbln_ring *wedg
 		rbln_ring_replay(ring, ring == wedged ? guilty : NULL);
 	}
 	drm_err(&rdev->drm, "ring %u did not stop: function reset\n", wedged->index);
+	return true;
 }
 
 /*
@@ -702,15 +706,6 @@ static void rbln_ring_reset_event(struct work_struct *work)
 	drm_dev_exit(idx);
 }
 
-/* Fails @fence: the device is gone. */
-static void rbln_fence_lost(struct rbln_ring *ring, struct rbln_fence *fence)
-{
-	spin_lock(&ring->lock);
-	if (!list_empty(&fence->link))
-		rbln_fence_retire(ring, fence, -ENODEV);
-	spin_unlock(&ring->lock);
-}
-
 /*
  * A job ran past the timeout; inside drm_dev_enter(). The order matters:
  * nothing it used may be released while the device can still touch it.
@@ -723,7 +718,7 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 {
 	struct rbln_device *rdev = ring->rdev;
 	struct rbln_fence *fence = job->fence;
-	bool cookie, stopped;
+	bool cookie, reset;
 	u32 ctx;
 
 	if (dma_fence_is_signaled(&fence->base))
@@ -733,7 +728,7 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 	/* Fallen off the bus: it touches no memory any more, and is unbound soon. */
 	if (rbln_hw_read(rdev->hw, RBLN_REG_CHIP_ID) == RBLN_REG_DEAD) {
 		rbln_fence_lost(ring, fence);
-		rbln_device_lost(rdev);
+		rbln_device_lost(rdev, "its registers read all-ones");
 		return DRM_GPU_SCHED_STAT_ENODEV;
 	}
 
@@ -745,20 +740,22 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 	mutex_lock(&rdev->reset_lock);
 	cookie = dma_fence_begin_signalling();
 	drm_sched_wqueue_stop(&ring->sched);
-	stopped = rbln_ring_reset(ring);
-	if (stopped) {
+	reset = rbln_ring_reset(ring);
+	if (reset) {
 		rbln_ring_complete(ring);
 		/* Counted before the fence signals: whoever waits on it sees the reset. */
 		atomic_inc(&rdev->reset_count);
 		rbln_ring_replay(ring, fence);
 	} else {
 		rbln_rings_feed(rdev, ring, false);
-		rbln_function_reset(rdev, ring, fence);
+		reset = rbln_function_reset(rdev, ring, fence);
 		rbln_rings_feed(rdev, ring, true);
 	}
 	drm_sched_wqueue_start(&ring->sched);
 	dma_fence_end_signalling(cookie);
 	mutex_unlock(&rdev->reset_lock);
+	if (!reset)
+		return DRM_GPU_SCHED_STAT_ENODEV;
 
 	drm_warn(&rdev->drm, "ring %u: job %llu of context %u timed out; ring reset\n",
 		 ring->index, fence->base.seqno, ctx);

@@ -12,7 +12,6 @@
 
 #include <linux/bitfield.h>
 #include <linux/dma-mapping.h>
-#include <linux/iopoll.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -38,18 +37,14 @@
  *
  * Call after clearing page table or context table entries and before
  * freeing, scrubbing or reusing what they pointed at (rbln_hw.h). A device
- * gone from the bus reads as all-ones and touches no memory any more.
- * Sleeps.
+ * gone from the bus reads as all-ones, and one that does not answer is cut
+ * off (rbln_hw_wait()): either touches no memory any more. Sleeps.
  */
 void rbln_mmu_invalidate(struct rbln_device *rdev)
 {
-	u32 busy;
-
 	mutex_lock(&rdev->inval_lock);
 	rbln_hw_write(rdev->hw, RBLN_REG_MMU_INVALIDATE, 1);
-	/* The device owns the memory until it answers: no timeout can free it. */
-	read_poll_timeout(rbln_hw_read, busy, busy != 1, 20, 0, false, rdev->hw,
-			  RBLN_REG_MMU_INVALIDATE);
+	rbln_hw_wait(rdev, RBLN_REG_MMU_INVALIDATE);
 	mutex_unlock(&rdev->inval_lock);
 }
 

@@ -110,10 +110,21 @@ static void rbln_pci_lost(struct rbln_hw *hw)
 	queue_work(rbln_pci_wq, &pci->lost_work);
 }
 
+/*
+ * With Bus Master Enable clear a function issues no memory request
+ * (PCIe); those already issued land within microseconds, and the device
+ * model completes the config write only once none is in flight.
+ */
+static void rbln_pci_cut_dma(struct rbln_hw *hw)
+{
+	pci_clear_master(container_of(hw, struct rbln_pci, hw)->pdev);
+}
+
 static const struct rbln_hw_ops rbln_pci_hw_ops = {
 	.read32 = rbln_pci_read32,
 	.write32 = rbln_pci_write32,
 	.lost = rbln_pci_lost,
+	.cut_dma = rbln_pci_cut_dma,
 };
 
 static irqreturn_t rbln_pci_irq(int irq, void *data)

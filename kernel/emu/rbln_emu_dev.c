@@ -140,7 +140,7 @@ u32 rbln_emu_reg_read(struct rbln_emu_dev *edev, u32 reg)
 	case RBLN_REG_CTX_TABLE_HI:
 		return upper_32_bits(READ_ONCE(edev->ctx_table));
 	case RBLN_REG_MMU_INVALIDATE:
-		return rbln_emu_invalidate_busy(edev);
+		return READ_ONCE(edev->deaf) || rbln_emu_invalidate_busy(edev);
 	case RBLN_REG_SERIAL_LO:
 		return lower_32_bits(edev->serial);
 	case RBLN_REG_SERIAL_HI:
@@ -150,7 +150,7 @@ u32 rbln_emu_reg_read(struct rbln_emu_dev *edev, u32 reg)
 	case RBLN_REG_PEER_TABLE_HI:
 		return upper_32_bits(READ_ONCE(edev->peer_table));
 	case RBLN_REG_FUNC_RESET:
-		return rbln_emu_func_reset_busy(edev);
+		return READ_ONCE(edev->deaf) || rbln_emu_func_reset_busy(edev);
 	default:
 		/* Unimplemented registers read as zero, as on most silicon. */
 		return 0;
@@ -209,6 +209,8 @@ void rbln_emu_reg_write(struct rbln_emu_dev *edev, u32 reg, u32 val)
 	case RBLN_REG_INJECT:
 		atomic_or(val & (RBLN_INJECT_HANG | RBLN_INJECT_DMA_ERROR | RBLN_INJECT_FAULT |
 				 RBLN_INJECT_STUCK | RBLN_INJECT_NO_PAGE), &edev->inject);
+		if (val & RBLN_INJECT_DEAF)
+			WRITE_ONCE(edev->deaf, true);
 		break;
 	case RBLN_REG_FUNC_RESET:
 		rbln_emu_func_reset(edev);
@@ -246,6 +248,21 @@ void rbln_emu_quiesce(struct rbln_emu_dev *edev)
 {
 	rbln_emu_invalidate_start(edev);
 	while (rbln_emu_invalidate_busy(edev))
+		cond_resched();
+}
+
+/**
+ * rbln_emu_bus_reset() - a reset by the bus: FLR, vfio-user's DEVICE_RESET
+ * @edev: the device
+ *
+ * A function reset that even a deaf device (RBLN_INJECT_DEAF) obeys, as
+ * silicon obeys its bus; complete when this returns.
+ */
+void rbln_emu_bus_reset(struct rbln_emu_dev *edev)
+{
+	WRITE_ONCE(edev->deaf, false);
+	rbln_emu_reg_write(edev, RBLN_REG_FUNC_RESET, 1);
+	while (rbln_emu_reg_read(edev, RBLN_REG_FUNC_RESET) == 1)
 		cond_resched();
 }
 

@@ -103,6 +103,8 @@ struct rbln_emu_ring {
  * @scrub_addr: SCRUB_ADDR register.
  * @scrub_size: SCRUB_SIZE register.
  * @inject: pending RBLN_INJECT_* test hooks.
+ * @deaf: RBLN_INJECT_DEAF: MMU_INVALIDATE and FUNC_RESET read busy until
+ *	the bus resets the function (rbln_emu_bus_reset()).
  * @irq_status: IRQ_STATUS register.
  * @irq_mask: IRQ_MASK register.
  * @dram: device memory pages by page number, allocated on first write.
@@ -122,6 +124,7 @@ struct rbln_emu_dev {
 	u64 scrub_addr;
 	u64 scrub_size;
 	atomic_t inject;
+	bool deaf;
 	atomic_t irq_status;
 	atomic_t irq_mask;
 	struct xarray dram;
@@ -137,6 +140,7 @@ u32 rbln_emu_reg_read(struct rbln_emu_dev *edev, u32 reg);
 void rbln_emu_reg_write(struct rbln_emu_dev *edev, u32 reg, u32 val);
 void rbln_emu_raise_irq(struct rbln_emu_dev *edev, unsigned int ring, bool fault);
 void rbln_emu_quiesce(struct rbln_emu_dev *edev);
+void rbln_emu_bus_reset(struct rbln_emu_dev *edev);
 
 /* rbln_emu_cp.c */
 int rbln_emu_cp_init(struct rbln_emu_dev *edev);

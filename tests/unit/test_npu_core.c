@@ -274,6 +274,19 @@ TEST_F(npu, function_reset_stops_a_hung_ring_and_clears_registers)
 	EXPECT_EQ(42, rbln_emu_reg_read(&self->edev, RBLN_REG_SERIAL_LO));
 }
 
+/* Deaf: invalidations and function resets never finish; only the bus's reset ends it. */
+TEST_F(npu, deaf_device_answers_only_the_bus_reset)
+{
+	rbln_emu_reg_write(&self->edev, RBLN_REG_INJECT, RBLN_INJECT_DEAF);
+	rbln_emu_reg_write(&self->edev, RBLN_REG_MMU_INVALIDATE, 1);
+	EXPECT_EQ(1, rbln_emu_reg_read(&self->edev, RBLN_REG_MMU_INVALIDATE));
+	rbln_emu_reg_write(&self->edev, RBLN_REG_FUNC_RESET, 1);
+	EXPECT_EQ(1, rbln_emu_reg_read(&self->edev, RBLN_REG_FUNC_RESET));
+	rbln_emu_bus_reset(&self->edev);
+	EXPECT_EQ(0, rbln_emu_reg_read(&self->edev, RBLN_REG_FUNC_RESET));
+	EXPECT_EQ(0, rbln_emu_reg_read(&self->edev, RBLN_REG_MMU_INVALIDATE));
+}
+
 TEST_F(npu, stopped_device_reads_all_ones_and_ignores_writes)
 {
 	rbln_emu_dev_stop(&self->edev);

@@ -94,11 +94,7 @@ static void model_write32(void *opaque, uint32_t off, uint32_t val)
 /* DEVICE_RESET and FLR: a function reset, complete when this returns. */
 static void model_reset(void *opaque)
 {
-	struct rbln_emu_dev *edev = opaque;
-
-	rbln_emu_reg_write(edev, RBLN_REG_FUNC_RESET, 1);
-	while (rbln_emu_reg_read(edev, RBLN_REG_FUNC_RESET) == 1)
-		cond_resched();
+	rbln_emu_bus_reset(opaque);
 }
 
 static void model_quiesce(void *opaque)
