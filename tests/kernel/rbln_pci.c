@@ -166,6 +166,50 @@ TEST(each_ring_and_faults_have_a_vector_of_their_own)
 }
 
 /*
+ * A device that stops answering (debugfs inject "deaf"): its MMU
+ * invalidations and function resets never complete. Until one completes
+ * the memory the device may reach is its own, so the driver waits, but
+ * hw_timeout_ms at most: then it clears Bus Master Enable, which stops the
+ * function's DMA whatever it runs, and unbinds it. The ioctl that waited
+ * returns, and every later one fails with -ENODEV. The bus's reset (FLR),
+ * which a function obeys in any state, brings the device back.
+ */
+TEST(deaf_device_is_cut_off_and_unbound)
+{
+	long long timeout_ms = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/hw_timeout_ms");
+	char name[RBLN_DEV_NAME_MAX], path[128];
+	struct rbln_drm_device *dev;
+	struct rbln_test_buf mem;
+	int64_t start, deadline;
+	uint32_t queue;
+
+	ASSERT_GT(timeout_ms, 0);
+	ASSERT_EQ(0, rbln_test_name(0, name));
+	ASSERT_EQ(0, rbln_test_open(0, &dev));
+	ASSERT_EQ(1, rbln_test_works(dev, 0xdeaf));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, MIB, RBLN_BO_DEVICE, 0, &mem));
+	ASSERT_EQ(0, rbln_dev_debugfs_write(name, "inject", "deaf"));
+	/* Closing a mapped object invalidates the MMU: the wait ends at the timeout. */
+	start = rbln_test_now_ms();
+	rbln_test_buf_free(dev, &mem);
+	EXPECT_GE(rbln_test_now_ms() - start, timeout_ms);
+	deadline = rbln_test_deadline_ns(20000);
+	while (rbln_dev_minor(name) >= 0 && rbln_test_deadline_ns(0) < deadline)
+		sched_yield();
+	EXPECT_GT(0, rbln_dev_minor(name));
+	EXPECT_EQ(-ENODEV, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
+	rbln_drm_close(dev);
+
+	snprintf(path, sizeof(path), RBLN_PCI_BUS "/devices/%s/reset", name);
+	ASSERT_EQ(0, rbln_sysfs_write(path, "1"));
+	ASSERT_EQ(0, rbln_sysfs_write(RBLN_PCI_BUS "/drivers/rbln/bind", name));
+	ASSERT_LE(0, rbln_dev_minor(name));
+	ASSERT_EQ(0, rbln_test_open(0, &dev));
+	EXPECT_EQ(1, rbln_test_works(dev, 0xa1fe));
+	rbln_drm_close(dev);
+}
+
+/*
  * The device model dies while jobs run: the function reads all-ones from
  * then on and nothing on the bus says it left. The driver finds it gone
  * when the job times out, fails it with -ENODEV and unbinds the function;

@@ -34,35 +34,6 @@ static int driver_write(const char *name, const char *file)
 	return rbln_sysfs_write(path, name);
 }
 
-/* Fills and copies out through the device: 1 when the result is exact. */
-static int works(struct rbln_drm_device *dev, uint32_t pattern)
-{
-	struct rbln_test_buf cmd, mem, out;
-	struct rbln_drm_cmd c;
-	uint32_t queue, bos[2];
-	int ret;
-
-	ret = rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue) ?:
-	      rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &cmd) ?:
-	      rbln_test_buf_new(dev, MIB, RBLN_BO_DEVICE, 0, &mem) ?:
-	      rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &out);
-	if (ret)
-		return -1000 + ret;
-	rbln_drm_cmd_init(&c, cmd.cpu, cmd.size);
-	rbln_drm_cmd_dma_fill(&c, mem.va, pattern, MIB);
-	rbln_drm_cmd_dma_copy(&c, out.va, mem.va + MIB - 4096, 4096);
-	bos[0] = mem.handle;
-	bos[1] = out.handle;
-	ret = rbln_test_run(dev, queue, &cmd, c.len, bos, 2, 10000);
-	if (ret == 1 && (((uint32_t *)out.cpu)[0] != pattern ||
-			 ((uint32_t *)out.cpu)[1023] != pattern))
-		ret = -1;
-	rbln_test_buf_free(dev, &cmd);
-	rbln_test_buf_free(dev, &mem);
-	rbln_test_buf_free(dev, &out);
-	return ret;
-}
-
 /*
  * A job whose ring ignores RESET: the timeout finds the ring wedged and
  * resets the whole function. The job fails with -ETIMEDOUT, one reset is
@@ -85,12 +56,12 @@ TEST(wedged_ring_is_brought_back_by_a_function_reset)
 	EXPECT_EQ(-ETIMEDOUT, rbln_test_run(dev, queue, &cmd, c.len, NULL, 0, 20000));
 	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
 	/* The function came back programmed: contexts, rings, tables. */
-	EXPECT_EQ(1, works(dev, 0x5eed));
+	EXPECT_EQ(1, rbln_test_works(dev, 0x5eed));
 	rbln_test_buf_free(dev, &cmd);
 	rbln_drm_close(dev);
 
 	ASSERT_EQ(0, rbln_test_open(0, &dev));
-	EXPECT_EQ(1, works(dev, 0xc0de));
+	EXPECT_EQ(1, rbln_test_works(dev, 0xc0de));
 	rbln_drm_close(dev);
 }
 
@@ -178,7 +149,7 @@ TEST(unbind_stops_the_device_before_its_jobs_memory_is_freed)
 	ASSERT_EQ(0, driver_write(name, "bind"));
 	ASSERT_LE(0, rbln_dev_minor(name));
 	ASSERT_EQ(0, rbln_test_open(0, &dev));
-	EXPECT_EQ(1, works(dev, 0xb1d));
+	EXPECT_EQ(1, rbln_test_works(dev, 0xb1d));
 	rbln_drm_close(dev);
 }
 

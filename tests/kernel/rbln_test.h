@@ -715,6 +715,38 @@ static inline int rbln_test_run(struct rbln_drm_device *dev, uint32_t queue,
 	return status;
 }
 
+/*
+ * Fills 1 MiB of device memory of @dev and copies its last page out: 1
+ * when the result is exact, as rbln_test_run() otherwise.
+ */
+static inline int rbln_test_works(struct rbln_drm_device *dev, uint32_t pattern)
+{
+	struct rbln_test_buf cmd, mem, out;
+	struct rbln_drm_cmd c;
+	uint32_t queue, bos[2], mib = 1u << 20;
+	int ret;
+
+	ret = rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue) ?:
+	      rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &cmd) ?:
+	      rbln_test_buf_new(dev, mib, RBLN_BO_DEVICE, 0, &mem) ?:
+	      rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &out);
+	if (ret)
+		return -1000 + ret;
+	rbln_drm_cmd_init(&c, cmd.cpu, cmd.size);
+	rbln_drm_cmd_dma_fill(&c, mem.va, pattern, mib);
+	rbln_drm_cmd_dma_copy(&c, out.va, mem.va + mib - 4096, 4096);
+	bos[0] = mem.handle;
+	bos[1] = out.handle;
+	ret = rbln_test_run(dev, queue, &cmd, c.len, bos, 2, 10000);
+	if (ret == 1 && (((uint32_t *)out.cpu)[0] != pattern ||
+			 ((uint32_t *)out.cpu)[1023] != pattern))
+		ret = -1;
+	rbln_test_buf_free(dev, &cmd);
+	rbln_test_buf_free(dev, &mem);
+	rbln_test_buf_free(dev, &out);
+	return ret;
+}
+
 /* A memfd of @size that cannot shrink, as udmabuf wants; or -1. */
 static inline int rbln_test_sealed_memfd(size_t size)
 {
