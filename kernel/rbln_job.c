@@ -616,9 +616,12 @@ static void rbln_ring_program(struct rbln_ring *ring)
 }
 
 /*
- * Stops, or starts again, feeding every ring but @wedged. A stop waits for
- * the ring's run_job and free_job work, which allocate nothing and take no
- * lock held where memory is (rbln_free_job()).
+ * Stops, or starts again, feeding every ring but @wedged. Not in a fence
+ * signalling section: a stop waits for the ring's run_job work, whose
+ * dma_fence_signal() of a job it refuses is a section of its own, and
+ * lockdep takes a section waiting for another for a cycle (panfrost's
+ * timeout handler stops its schedulers outside its section likewise).
+ * What that work and the free_job work do is checked in their sections.
  */
 static void rbln_rings_feed(struct rbln_device *rdev, struct rbln_ring *wedged, bool on)
 {
@@ -718,7 +721,7 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 {
 	struct rbln_device *rdev = ring->rdev;
 	struct rbln_fence *fence = job->fence;
-	bool cookie, reset;
+	bool cookie, stopped, reset;
 	u32 ctx;
 
 	if (dma_fence_is_signaled(&fence->base))
@@ -735,25 +738,29 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 	/*
 	 * Stopped under the lock: a function reset another ring's timeout
 	 * runs meanwhile restarts every ring but its own, this one too. Every
-	 * fence of the rings waits for what follows, as for run_job.
+	 * fence of the rings waits for what follows the stops, as for run_job.
 	 */
 	mutex_lock(&rdev->reset_lock);
-	cookie = dma_fence_begin_signalling();
 	drm_sched_wqueue_stop(&ring->sched);
-	reset = rbln_ring_reset(ring);
-	if (reset) {
+	cookie = dma_fence_begin_signalling();
+	stopped = rbln_ring_reset(ring);
+	if (stopped) {
 		rbln_ring_complete(ring);
 		/* Counted before the fence signals: whoever waits on it sees the reset. */
 		atomic_inc(&rdev->reset_count);
 		rbln_ring_replay(ring, fence);
-	} else {
+	}
+	dma_fence_end_signalling(cookie);
+	reset = stopped;
+	if (!stopped) {
 		rbln_rings_feed(rdev, ring, false);
+		cookie = dma_fence_begin_signalling();
 		reset = rbln_function_reset(rdev, ring, fence);
+		dma_fence_end_signalling(cookie);
 		rbln_rings_feed(rdev, ring, true);
 	}
-	drm_sched_wqueue_start(&ring->sched);
-	dma_fence_end_signalling(cookie);
 	mutex_unlock(&rdev->reset_lock);
+	drm_sched_wqueue_start(&ring->sched);
 	if (!reset)
 		return DRM_GPU_SCHED_STAT_ENODEV;
 
@@ -869,10 +876,10 @@ static void rbln_job_release(struct work_struct *work)
 }
 
 /*
- * Fences wait for this: the scheduler runs it on the work queue of
+ * Fences wait for this: the scheduler runs it on the ordered work queue of
  * run_job, and a timeout's stops wait for it. Dropping mappings and
- * objects takes locks held where memory is allocated, so the rest of
- * the job goes on rbln_wq.
+ * objects takes locks held where memory is allocated, so the rest of the
+ * job goes on rbln_wq.
  */
 static void rbln_free_job(struct drm_sched_job *sched_job)
 {
