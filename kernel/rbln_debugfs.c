@@ -9,8 +9,8 @@
  * reset; "no_page" and the emulated NPU finds no host page for the next
  * DRAM page written first; "deaf" and it answers no MMU invalidation or
  * function reset until its bus resets it (only where the driver can cut
- * it off: PCI): the recovery paths on demand. The driver's own hooks widen races
- * for the tests that interleave them:
+ * it off: PCI, else -EOPNOTSUPP): the recovery paths on demand. The
+ * driver's own hooks widen races for the tests that interleave them:
  *  - "slow_signal": the next job's fence, once signaled, holds its signaler
  *    for twice the job timeout before the scheduler hears of it, so that
  *    the job completes as it times out; -EBUSY while such a fence is
