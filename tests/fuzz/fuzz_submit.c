@@ -270,12 +270,30 @@ static void forget_job(struct fz_file *f, unsigned int i)
 	f->jobs[i] = f->jobs[--f->njobs];
 }
 
+/*
+ * Takes one of the faults injected into @f's device, or into a device
+ * whose memory @f imported: a missing page of the exporter's DRAM
+ * ("no_page") faults whoever writes it.
+ */
+static bool take_injected_fault(struct fz *fz, const struct fz_file *f)
+{
+	for (int devi = 0; devi < FZ_MAX_DEVICES; devi++) {
+		_Atomic int *pending = &fz->sh->inject_pending[devi];
+
+		if (devi != f->devi && !(f->peers & 1u << devi))
+			continue;
+		for (int p = atomic_load(pending); p > 0;)
+			if (atomic_compare_exchange_weak(pending, &p, p - 1))
+				return true;
+	}
+	return false;
+}
+
 /* The outcome of a job against what it was: fails the run if they disagree. */
 static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int status)
 {
 	struct fz_dev *d = &fz->devs[f->devi];
-	_Atomic int *pending = &fz->sh->inject_pending[f->devi];
-	int err = status < 0 ? -status : 0, p;
+	int err = status < 0 ? -status : 0;
 	const char *name = err ? strerrorname_np(err) : "success";
 
 	atomic_fetch_add(&fz->sh->jobs_checked, 1);
@@ -312,15 +330,10 @@ static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int 
 		/* A child cannot see the worker remove the exporter of its imports. */
 		if (err == EFAULT && fz->child && f->peers)
 			return;
-		if (err == EFAULT) {
-			for (p = atomic_load(pending); p > 0;) {
-				if (atomic_compare_exchange_weak(pending, &p, p - 1)) {
-					fz_doing(fz, "job '%s' of iteration %llu, file %u, took an injected fault",
-						 j->what, (unsigned long long)j->iteration,
-						 fz_file_index(fz, f));
-					return;
-				}
-			}
+		if (err == EFAULT && take_injected_fault(fz, f)) {
+			fz_doing(fz, "job '%s' of iteration %llu, file %u, took an injected fault",
+				 j->what, (unsigned long long)j->iteration, fz_file_index(fz, f));
+			return;
 		}
 		fz_fail(fz, "valid job '%s' of iteration %llu ended with %s%s", j->what,
 			(unsigned long long)j->iteration, name ? name : "an unknown errno",
