@@ -8,6 +8,8 @@
  * kills the device model: nothing may run after it.
  */
 
+#include <pthread.h>
+
 #include "kselftest_harness.h"
 #include "rbln_test.h"
 
@@ -166,22 +168,45 @@ TEST(each_ring_and_faults_have_a_vector_of_their_own)
 }
 
 /*
+ * After a cut-off (rbln_hw_wait()): the bus's reset (FLR), which a
+ * function obeys in any state, brings the device back, bound again.
+ */
+static int restore_cut_off(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), RBLN_PCI_BUS "/devices/%s/reset", name);
+	return rbln_sysfs_write(path, "1") ?:
+	       rbln_sysfs_write(RBLN_PCI_BUS "/drivers/rbln/bind", name) ?:
+	       (rbln_dev_minor(name) < 0 ? -ENODEV : 0);
+}
+
+/* Unbound within 20 s (scaled), as a lost device is. */
+static bool unbound(const char *name)
+{
+	int64_t deadline = rbln_test_deadline_ns(20000);
+
+	while (rbln_dev_minor(name) >= 0 && rbln_test_deadline_ns(0) < deadline)
+		sched_yield();
+	return rbln_dev_minor(name) < 0;
+}
+
+/*
  * A device that stops answering (debugfs inject "deaf"): its MMU
  * invalidations and function resets never complete. Until one completes
  * the memory the device may reach is its own, so the driver waits, but
  * hw_timeout_ms at most: then it clears Bus Master Enable, which stops the
  * function's DMA whatever it runs, and unbinds it. The ioctl that waited
- * returns, and every later one fails with -ENODEV. The bus's reset (FLR),
- * which a function obeys in any state, brings the device back.
+ * returns, and every later one fails with -ENODEV.
  */
 TEST(deaf_device_is_cut_off_and_unbound)
 {
 	long long timeout_ms = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/hw_timeout_ms");
-	char name[RBLN_DEV_NAME_MAX], path[128];
+	char name[RBLN_DEV_NAME_MAX];
 	struct rbln_drm_device *dev;
 	struct rbln_test_buf mem;
-	int64_t start, deadline;
 	uint32_t queue;
+	int64_t start;
 
 	ASSERT_GT(timeout_ms, 0);
 	ASSERT_EQ(0, rbln_test_name(0, name));
@@ -193,20 +218,92 @@ TEST(deaf_device_is_cut_off_and_unbound)
 	start = rbln_test_now_ms();
 	rbln_test_buf_free(dev, &mem);
 	EXPECT_GE(rbln_test_now_ms() - start, timeout_ms);
-	deadline = rbln_test_deadline_ns(20000);
-	while (rbln_dev_minor(name) >= 0 && rbln_test_deadline_ns(0) < deadline)
-		sched_yield();
-	EXPECT_GT(0, rbln_dev_minor(name));
+	EXPECT_TRUE(unbound(name));
 	EXPECT_EQ(-ENODEV, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
 	rbln_drm_close(dev);
 
-	snprintf(path, sizeof(path), RBLN_PCI_BUS "/devices/%s/reset", name);
-	ASSERT_EQ(0, rbln_sysfs_write(path, "1"));
-	ASSERT_EQ(0, rbln_sysfs_write(RBLN_PCI_BUS "/drivers/rbln/bind", name));
-	ASSERT_LE(0, rbln_dev_minor(name));
+	ASSERT_EQ(0, restore_cut_off(name));
 	ASSERT_EQ(0, rbln_test_open(0, &dev));
 	EXPECT_EQ(1, rbln_test_works(dev, 0xa1fe));
 	rbln_drm_close(dev);
+}
+
+struct churn {
+	struct rbln_drm_device *dev;
+	pthread_t thread;
+	int rounds;
+	int ret;	/* as rbln_test_run(), or -1000 - errno of another step */
+};
+
+/* Maps, fills and unmaps device memory until something fails. */
+static void *churn_until_gone(void *arg)
+{
+	struct churn *ch = arg;
+	struct rbln_test_buf cmd, mem;
+	struct rbln_drm_cmd c;
+	uint32_t queue;
+	int ret;
+
+	ret = rbln_drm_queue_create(ch->dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue) ?:
+	      rbln_test_buf_new(ch->dev, 4096, RBLN_BO_HOST, 0, &cmd);
+	if (ret) {
+		ch->ret = -1000 + ret;
+		return NULL;
+	}
+	for (;; __atomic_fetch_add(&ch->rounds, 1, __ATOMIC_RELAXED)) {
+		ret = rbln_test_buf_new(ch->dev, 64 << 10, RBLN_BO_DEVICE, 0, &mem);
+		if (ret) {
+			ch->ret = -1000 + ret;
+			break;
+		}
+		rbln_drm_cmd_init(&c, cmd.cpu, cmd.size);
+		rbln_drm_cmd_dma_fill(&c, mem.va, ch->rounds, 64 << 10);
+		ch->ret = rbln_test_run(ch->dev, queue, &cmd, c.len, &mem.handle, 1,
+					rbln_test_ms(20000));
+		rbln_test_buf_free(ch->dev, &mem);
+		if (ch->ret != 1)
+			break;
+	}
+	rbln_test_buf_free(ch->dev, &cmd);
+	return NULL;
+}
+
+/*
+ * A deaf device is cut off while another thread of the same file maps,
+ * runs jobs and unmaps in a loop. Whatever step the cut-off finds it in,
+ * the thread gets -ENODEV from the next one, soon, and nothing else:
+ * every job before completed, none hangs, none fails otherwise.
+ */
+TEST(deaf_device_cut_off_under_a_busy_file)
+{
+	long long timeout_ms = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/hw_timeout_ms");
+	char name[RBLN_DEV_NAME_MAX];
+	struct churn ch = { 0 };
+	struct rbln_drm_device *dev;
+	struct rbln_test_buf mem;
+	struct timespec ts;
+	int64_t deadline;
+
+	ASSERT_EQ(0, rbln_test_name(0, name));
+	ASSERT_EQ(0, rbln_test_open(0, &dev));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, MIB, RBLN_BO_DEVICE, 0, &mem));
+	ch.dev = dev;
+	ASSERT_EQ(0, pthread_create(&ch.thread, NULL, churn_until_gone, &ch));
+	deadline = rbln_test_deadline_ns(20000);
+	while (!__atomic_load_n(&ch.rounds, __ATOMIC_RELAXED) && rbln_test_deadline_ns(0) < deadline)
+		sched_yield();
+	ASSERT_EQ(0, rbln_dev_debugfs_write(name, "inject", "deaf"));
+	rbln_test_buf_free(dev, &mem);
+	EXPECT_TRUE(unbound(name));
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += rbln_test_ms(timeout_ms + 20000) / 1000;
+	ASSERT_EQ(0, pthread_timedjoin_np(ch.thread, NULL, &ts)) TH_LOG("the thread hangs");
+	EXPECT_LT(0, ch.rounds);
+	EXPECT_TRUE(ch.ret == -ENODEV || ch.ret == -1000 - ENODEV)
+		TH_LOG("after %d rounds: %d", ch.rounds, ch.ret);
+	rbln_drm_close(dev);
+	ASSERT_EQ(0, restore_cut_off(name));
 }
 
 /*
