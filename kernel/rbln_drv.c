@@ -230,8 +230,8 @@ MODULE_PARM_DESC(hw_timeout_ms, "A device that has not finished an MMU invalidat
  * is wedged beyond its own resets; where the bus can, its DMA is cut off
  * (&rbln_hw_ops.cut_dma), which frees that memory as an answer would, and
  * it is unbound. Without that the wait goes on. A device gone from the bus
- * reads all-ones, which answers; one found lost, gone or cut off, is not
- * waited for again.
+ * reads all-ones, which answers; once it is found lost, gone or cut off,
+ * by this wait or another, no wait goes on.
  *
  * Return: true if the device answered, false if it is lost.
  */
@@ -241,10 +241,10 @@ bool rbln_hw_wait(struct rbln_device *rdev, u32 reg)
 	u64 timeout_us = hw->ops->cut_dma ? (u64)hw_timeout_ms * USEC_PER_MSEC : 0;
 	u32 busy;
 
-	if (atomic_read(&rdev->lost))
-		return false;
-	if (!read_poll_timeout(rbln_hw_read, busy, busy != 1, 20, timeout_us, false, hw, reg))
-		return true;
+	/* Another wait's cut-off ends this one too: the device reaches no memory. */
+	if (!read_poll_timeout(rbln_hw_read, busy, busy != 1 || atomic_read(&rdev->lost),
+			       20, timeout_us, false, hw, reg))
+		return !atomic_read(&rdev->lost);
 	hw->ops->cut_dma(hw);
 	rbln_device_lost(rdev, "it stopped answering; cut off from memory");
 	return false;

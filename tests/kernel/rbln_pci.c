@@ -228,6 +228,61 @@ TEST(deaf_device_is_cut_off_and_unbound)
 	rbln_drm_close(dev);
 }
 
+/*
+ * Two waits for a deaf device at once: a job stuck in its engine times
+ * out, its ring does not stop, so the function is reset, which the device
+ * does not do either; meanwhile a closing object waits for an MMU
+ * invalidation, from before. The first wait to time out cuts the device
+ * off, and that ends the other one too: its job fails with -ENODEV then,
+ * not at its own timeout, up to hw_timeout_ms later, all the while holding
+ * up the unbind.
+ */
+TEST(deaf_device_cut_off_ends_every_wait_for_it)
+{
+	long long timeout_ms = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/hw_timeout_ms");
+	long long job_timeout_ms = rbln_sysfs_read_ull(RBLN_MODULE_PARAMS "/job_timeout_ms");
+	char name[RBLN_DEV_NAME_MAX];
+	struct drm_rbln_sync stuck = { 0 };
+	struct rbln_test_buf mem, cmd;
+	struct rbln_drm_device *dev;
+	struct rbln_drm_cmd c;
+	uint32_t queue;
+	int64_t start;
+	int job;
+
+	/*
+	 * The function reset starts 2 job timeouts in (the job's, its ring
+	 * reset's), before the cut-off: on its own it would wait that much
+	 * longer than the invalidation.
+	 */
+	ASSERT_GT(timeout_ms, 2 * job_timeout_ms);
+	ASSERT_EQ(0, rbln_test_name(0, name));
+	ASSERT_EQ(0, rbln_test_open(0, &dev));
+	ASSERT_EQ(0, rbln_drm_queue_create(dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, MIB, RBLN_BO_DEVICE, 0, &mem));
+	ASSERT_EQ(0, rbln_test_buf_new(dev, 4096, RBLN_BO_HOST, 0, &cmd));
+	rbln_drm_cmd_init(&c, cmd.cpu, cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(dev), 0, &stuck.handle));
+	ASSERT_EQ(0, rbln_dev_debugfs_write(name, "inject", "stuck"));
+	ASSERT_EQ(0, rbln_drm_submit(dev, queue, cmd.va, c.len, &cmd.handle, 1, NULL, 0, &stuck));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(dev), stuck.handle, &job));
+	ASSERT_EQ(0, rbln_dev_debugfs_write(name, "inject", "deaf"));
+
+	start = rbln_test_now_ms();
+	rbln_test_buf_free(dev, &mem);
+	EXPECT_GE(rbln_test_now_ms() - start, timeout_ms);
+	/* Not scaled: what is measured is the driver's own clock. */
+	EXPECT_EQ(-ENODEV, sync_file_wait_status(job, job_timeout_ms))
+		TH_LOG("the function reset went on waiting for the device cut off");
+	EXPECT_EQ(-ENODEV, sync_file_wait_status(job, rbln_test_ms(20000)));
+	close(job);
+	EXPECT_TRUE(unbound(name));
+	rbln_test_buf_free(dev, &cmd);
+	rbln_drm_close(dev);
+	ASSERT_EQ(0, restore_cut_off(name));
+}
+
 struct churn {
 	struct rbln_drm_device *dev;
 	pthread_t thread;
