@@ -90,6 +90,27 @@ static void rbln_bo_dma_unmap(struct rbln_bo *bo)
 	bo->dma_sgt = NULL;
 }
 
+/*
+ * The device maps host memory a page at a time (rbln_pt_map_bo()): an
+ * exporter's table must be whole pages, and cover the object. Nothing in
+ * the dma-buf contract says it is, and a segment that starts or ends
+ * inside a page would give the device the bytes around it, and shift
+ * every page after it.
+ */
+static bool rbln_sgt_is_pages(struct sg_table *sgt, size_t size)
+{
+	struct scatterlist *sg;
+	size_t covered = 0;
+	unsigned int i;
+
+	for_each_sgtable_dma_sg(sgt, sg, i) {
+		if (!PAGE_ALIGNED(sg_dma_address(sg)) || !PAGE_ALIGNED(sg_dma_len(sg)))
+			return false;
+		covered += sg_dma_len(sg);
+	}
+	return covered >= size;
+}
+
 /* Maps @bo's pages for the device; its dma_lock held, the device's not. */
 static struct sg_table *rbln_bo_dma_map_new(struct rbln_bo *bo,
 					    struct dma_buf_attachment **attachp)
@@ -105,6 +126,10 @@ static struct sg_table *rbln_bo_dma_map_new(struct rbln_bo *bo,
 	if (IS_ERR(attach))
 		return ERR_CAST(attach);
 	sgt = dma_buf_map_attachment_unlocked(attach, DMA_BIDIRECTIONAL);
+	if (!IS_ERR(sgt) && !rbln_sgt_is_pages(sgt, obj->size)) {
+		dma_buf_unmap_attachment_unlocked(attach, sgt, DMA_BIDIRECTIONAL);
+		sgt = ERR_PTR(-EINVAL);
+	}
 	if (IS_ERR(sgt))
 		dma_buf_detach(attach->dmabuf, attach);
 	else
@@ -121,7 +146,8 @@ static struct sg_table *rbln_bo_dma_map_new(struct rbln_bo *bo,
  * allocate): under the object's own lock, while other objects are mapped
  * and freed.
  *
- * Return: the mapped sg table, or an ERR_PTR: -ENODEV once unplugged.
+ * Return: the mapped sg table, or an ERR_PTR: -ENODEV once unplugged,
+ * -EINVAL for an import whose exporter's table is not whole pages.
  */
 struct sg_table *rbln_bo_dma_map(struct rbln_bo *bo)
 {

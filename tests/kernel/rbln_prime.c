@@ -3,9 +3,10 @@
  * rbln_prime - sharing buffer objects as dma-bufs: between files of one
  * device, between two rbln devices (jobs of one reading and writing the
  * other's memory), and from foreign exporters (udmabuf, the system
- * dma-heap)
+ * dma-heap, the tests' own in tests/kernel/exporter)
  *
- * Run with emu_devices>=2.
+ * Run with emu_devices>=2, and $RBLN_TEST_EXPORTER naming the tests'
+ * exporter module, which the tests load.
  */
 
 #include <fcntl.h>
@@ -13,11 +14,13 @@
 #include <linux/udmabuf.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 #include <xf86drm.h>
 
 #include "kselftest_harness.h"
 #include "rbln_test.h"
+#include "exporter/rbln_test_exporter.h"
 
 #define PAGE 4096ull
 
@@ -411,6 +414,90 @@ TEST_F(prime, imported_host_object_ends_at_its_size)
 	rbln_drm_bo_close(self->a, h);
 	close(memfd);
 	close(dev);
+}
+
+/*
+ * A dma-buf of @pages from the tests' exporter (tests/kernel/exporter),
+ * loaded from $RBLN_TEST_EXPORTER, whose scatterlist has @shape; or -errno.
+ */
+static int test_export(uint32_t pages, uint32_t shape)
+{
+	struct rbln_test_export args = { .pages = pages, .shape = shape };
+	const char *ko = getenv("RBLN_TEST_EXPORTER");
+	int fd, dev, ret;
+
+	if (!ko)
+		return -ENOENT;
+	fd = open(ko, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = syscall(SYS_finit_module, fd, "", 0) && errno != EEXIST ? -errno : 0;
+	close(fd);
+	if (ret)
+		return ret;
+	dev = open(RBLN_TEST_EXPORTER_DEV, O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		return -errno;
+	ret = ioctl(dev, RBLN_TEST_IOCTL_EXPORT, &args) ? -errno : args.fd;
+	close(dev);
+	return ret;
+}
+
+/*
+ * A device maps an importer's pages whole, a page table entry a page: a
+ * scatterlist whose segments do not start and end on page boundaries, or
+ * that does not cover the object, cannot be mapped as it is. No exporter
+ * upstream hands one out, but nothing says one may not, and the tests'
+ * exporter does. A job or a VM_BIND using such an object is refused with
+ * -EINVAL, rather than have the device reach the bytes around a segment,
+ * or find the pages after it out of place. The exporter's well-formed
+ * table is read as it is, byte for byte.
+ */
+TEST_F(prime, import_of_a_misshapen_scatterlist_is_refused)
+{
+	static const char *const shapes[] = { "pages", "offset", "short", "truncated" };
+	struct rbln_drm_bo_info info;
+	struct rbln_test_buf out;
+	uint32_t shape, h, bos[2], page, i;
+	const uint8_t *p;
+	int buf, ret, bind;
+	uint64_t va;
+
+	ASSERT_EQ(RBLN_TEST_SG_SHAPES, sizeof(shapes) / sizeof(shapes[0]));
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, 4 * PAGE, RBLN_BO_HOST, 0, &out));
+	for (shape = 0; shape < RBLN_TEST_SG_SHAPES; shape++) {
+		buf = test_export(4, shape);
+		ASSERT_LE(0, buf) TH_LOG("the tests' exporter: %s", strerror(-buf));
+		ASSERT_EQ(0, rbln_drm_bo_import(self->a, buf, &h));
+		close(buf);
+		ASSERT_EQ(0, rbln_drm_bo_info(self->a, h, &info));
+		EXPECT_EQ(4 * PAGE, info.size);
+		bos[0] = h;
+		bos[1] = out.handle;
+		memset(out.cpu, 0, 4 * PAGE);
+		ret = dma_copy(self->a, out.va, info.va, 4 * PAGE, bos, 2);
+		/* And VM_BIND, which maps an object's pages as a job does. */
+		ASSERT_EQ(0, rbln_drm_vm_reserve(self->a, 4 * PAGE, 0, &va));
+		bind = rbln_test_vm_map(self->a, va, 4 * PAGE, h, 0, 0);
+		if (!bind)
+			EXPECT_EQ(0, rbln_test_vm_unmap(self->a, va, 4 * PAGE));
+		EXPECT_EQ(0, rbln_drm_vm_release(self->a, va));
+		if (shape != RBLN_TEST_SG_PAGES) {
+			EXPECT_EQ(-1000 - EINVAL, ret) TH_LOG("shape %s", shapes[shape]);
+			EXPECT_EQ(-EINVAL, bind) TH_LOG("shape %s", shapes[shape]);
+			rbln_drm_bo_close(self->a, h);
+			continue;
+		}
+		EXPECT_EQ(0, bind);
+		EXPECT_EQ(1, ret);
+		p = out.cpu;
+		for (page = 0; page < 4; page++)
+			for (i = 0; i < PAGE; i++)
+				ASSERT_EQ((uint8_t)((page + 1) * 16 + i % 16), p[page * PAGE + i])
+					TH_LOG("page %u, byte %u", page, i);
+		rbln_drm_bo_close(self->a, h);
+	}
+	rbln_test_buf_free(self->a, &out);
 }
 
 TEST_F(prime, dma_heap_as_host_object)
