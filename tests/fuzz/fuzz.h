@@ -130,6 +130,7 @@ enum fz_call {
 	C_MMAP,
 	C_MUNMAP,
 	C_DMABUF_MMAP,
+	C_TEST_EXPORT,		/* the tests' dma-buf exporter */
 	C_FORK,
 	C_READ_INFO,		/* fdinfo, debugfs, sysfs */
 	C_INJECT,
@@ -349,6 +350,7 @@ struct fz {
 	unsigned int nchildren;
 	uint8_t *bad_page;	/* PROT_NONE: user pointers that fault */
 	uint8_t *ro_page;	/* PROT_READ: arguments the kernel cannot write back */
+	int exporter;		/* the tests' dma-buf exporter, or -errno: none */
 };
 
 /* --- fuzz_worker.c: reporting ------------------------------------------------- */
@@ -384,6 +386,7 @@ struct fz_bo *fz_add_bo(struct fz *fz, struct fz_file *f, uint32_t handle,
 struct fz_bo *fz_find_bo(struct fz_file *f, uint32_t handle);
 struct fz_bo *fz_pick_bo(struct fz *fz, struct fz_file *f);
 void fz_forget_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
+void fz_close_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
 bool fz_mem_reachable(struct fz *fz, int mem_dev, unsigned int mem_gen);
 bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo);
 void fz_bo_set_memory(struct fz_file *f, struct fz_bo *bo, int mem_dev, unsigned int mem_gen);
@@ -476,6 +479,7 @@ int fz_syncobj_create(struct fz *fz, struct fz_file *f, uint32_t *handle);
 void fz_syncobj_destroy(struct fz *fz, struct fz_file *f, uint32_t handle);
 int fz_bad_wait(struct fz *fz, struct fz_file *f, struct drm_rbln_sync *w, uint32_t *fresh);
 void op_fill_verify(struct fz *fz);
+void op_foreign(struct fz *fz);
 void op_poll_jobs(struct fz *fz);
 void fz_drop_jobs(struct fz_file *f);
 void fz_jobs_lose(struct fz_file *f, uint64_t serial);

@@ -21,7 +21,7 @@
 
 /* --- buffer objects ------------------------------------------------------------ */
 
-static void close_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo)
+void fz_close_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo)
 {
 	struct drm_gem_close args = { .handle = bo->handle };
 	int ret;
@@ -57,7 +57,7 @@ struct fz_bo *fz_new_bo(struct fz *fz, struct fz_file *f, uint64_t size, uint32_
 	int ret;
 
 	if (f->nbos == FZ_MAX_BOS)
-		close_bo(fz, f, fz_pick_bo(fz, f));
+		fz_close_bo(fz, f, fz_pick_bo(fz, f));
 	fz_doing(fz, "BO_CREATE file %u size %#llx %s flags %#x%s", fz_file_index(fz, f),
 		 (unsigned long long)size, placement == RBLN_BO_HOST ? "host" : "device", flags,
 		 cmd ? " (commands)" : "");
@@ -301,7 +301,7 @@ void op_gem_close(struct fz *fz)
 		return;
 	bo = fz_chance(&fz->rng, 70) ? fz_pick_bo(fz, f) : NULL;
 	if (bo) {
-		close_bo(fz, f, bo);
+		fz_close_bo(fz, f, bo);
 		return;
 	}
 	args.handle = fz_unknown_handle(fz, f);
@@ -557,7 +557,7 @@ void op_import(struct fz *fz)
 			(unsigned long long)b->size, b->flags, info.placement,
 			(unsigned long long)info.size, info.bo_flags);
 	if (f->nbos == FZ_MAX_BOS)
-		close_bo(fz, f, fz_pick_bo(fz, f));
+		fz_close_bo(fz, f, fz_pick_bo(fz, f));
 	bo = fz_add_bo(fz, f, args.handle, info.placement, info.bo_flags, info.size, info.va);
 	bo->imported = true;
 	bo->origin_dev = b->devi;

@@ -39,6 +39,7 @@ static const char *const call_names[C_NR_CALLS] = {
 	[C_MMAP]			= "mmap",
 	[C_MUNMAP]			= "munmap",
 	[C_DMABUF_MMAP]			= "mmap of a dma-buf",
+	[C_TEST_EXPORT]			= "export by the tests' exporter",
 	[C_FORK]			= "fork",
 	[C_READ_INFO]			= "read fdinfo/debugfs/sysfs",
 	[C_INJECT]			= "debugfs inject",

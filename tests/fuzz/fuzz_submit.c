@@ -36,6 +36,7 @@ struct submit {
 	uint32_t cmd_size;
 	struct fz_cmd c;
 	enum fz_expect expect;
+	int refuse;		/* the errno SUBMIT must give, or 0 */
 	bool wild;
 	char what[96];
 };
@@ -161,7 +162,7 @@ static struct fz_job *submit(struct fz *fz, struct submit *s)
 	struct drm_rbln_sync waits[5], signal = { 0 };
 	uint32_t bos[40];
 	unsigned int nbos = 0, nwaits, i;
-	struct fz_errs ok = FZ_ERRS(0, ENOMEM);
+	struct fz_errs ok = FZ_ERRS(s->refuse, ENOMEM);
 	struct fz_job *j;
 	int ret;
 
@@ -1028,4 +1029,115 @@ void op_fill_verify(struct fz *fz)
 		 (unsigned long long)size);
 	if (run_sync(fz, &s) && quiet(fz, g))
 		verify(fz, g, out, off, len, pattern);
+}
+
+/* Bytes [0, @size) of @out read as the tests' exporter fills its pages. */
+static void verify_foreign(struct fz *fz, struct fz_file *f, struct fz_bo *out, uint64_t size)
+{
+	static uint8_t bytes[16 * FZ_PAGE];
+	uint64_t i;
+
+	if (fz_file_tainted(fz, f) || size > sizeof(bytes))
+		return;
+	if (!fz_guarded_copy(bytes, out->cpu, size))
+		fz_fail(fz, "SIGBUS reading a live host object");
+	for (i = 0; i < size; i++)
+		if (bytes[i] != (uint8_t)((i / FZ_PAGE + 1) * 16 + i % 16))
+			fz_fail(fz, "byte %#llx of the tests' exporter's buffer reads %#x",
+				(unsigned long long)i, bytes[i]);
+}
+
+/* VM_BIND of all of @bo, which the driver must refuse to map: EINVAL. */
+static void bind_refused(struct fz *fz, struct fz_file *f, struct fz_bo *bo)
+{
+	struct drm_rbln_vm_reserve r = { .size = bo->size };
+	struct drm_rbln_vm_bind b = { .op = RBLN_VM_BIND_MAP, .size = bo->size,
+				      .handle = bo->handle };
+	struct drm_rbln_vm_release rel = { 0 };
+	int ret;
+
+	ret = fz_ioctl(fz, f->fd, C_VM_RESERVE, DRM_IOCTL_RBLN_VM_RESERVE, &r);
+	fz_check(fz, f, C_VM_RESERVE, ret, FZ_ERRS(0, ENOMEM, ENOSPC), "VM_RESERVE");
+	if (ret)
+		return;
+	b.va = rel.va = r.va;
+	fz_doing(fz, "VM_BIND file %u handle %u at %#llx: a misshapen foreign import",
+		 fz_file_index(fz, f), bo->handle, (unsigned long long)b.va);
+	ret = fz_ioctl(fz, f->fd, C_VM_BIND, DRM_IOCTL_RBLN_VM_BIND, &b);
+	fz_check(fz, f, C_VM_BIND, ret, FZ_ERRS(EINVAL, ENOMEM),
+		 "VM_BIND of a misshapen foreign import");
+	ret = fz_ioctl(fz, f->fd, C_VM_RELEASE, DRM_IOCTL_RBLN_VM_RELEASE, &rel);
+	fz_check(fz, f, C_VM_RELEASE, ret, FZ_ERRS(0), "VM_RELEASE of a range never bound");
+}
+
+/*
+ * A dma-buf of the tests' exporter (tests/kernel/exporter), imported. Of
+ * whole pages, a job reads it byte for byte, and it stays among the
+ * file's objects as a HOST import; of any other scatterlist, SUBMIT and
+ * VM_BIND refuse to map it, with EINVAL, and it is closed.
+ */
+void op_foreign(struct fz *fz)
+{
+	struct rbln_test_export exp = { .pages = 2 + fz_below(&fz->rng, 15),
+					.shape = fz_below(&fz->rng, RBLN_TEST_SG_SHAPES) };
+	struct drm_rbln_bo_info info = { 0 };
+	struct drm_prime_handle imp = { 0 };
+	uint64_t size = (uint64_t)exp.pages * FZ_PAGE;
+	struct fz_bo *bo, *out;
+	struct submit s;
+	int ret;
+
+	if (fz->exporter < 0 || !prepare(fz, &s) || !quiet(fz, s.f) || s.f->nbos > FZ_MAX_BOS - 3)
+		return;
+	fz_doing(fz, "export %u pages of scatterlist shape %u by the tests' exporter",
+		 exp.pages, exp.shape);
+	ret = ioctl(fz->exporter, RBLN_TEST_IOCTL_EXPORT, &exp) ? -errno : 0;
+	fz_count(fz->sh, C_TEST_EXPORT, ret);
+	fz_check(fz, NULL, C_TEST_EXPORT, ret, FZ_ERRS(0, ENOMEM), "the tests' exporter");
+	if (ret)
+		return;
+	imp.fd = exp.fd;
+	fz_doing(fz, "PRIME_FD_TO_HANDLE file %u fd %d (foreign)", fz_file_index(fz, s.f), imp.fd);
+	ret = fz_ioctl(fz, s.f->fd, C_PRIME_FD_TO_HANDLE, DRM_IOCTL_PRIME_FD_TO_HANDLE, &imp);
+	close(exp.fd);
+	fz_check(fz, s.f, C_PRIME_FD_TO_HANDLE, ret, FZ_ERRS(0, ENOMEM, ENOSPC),
+		 "PRIME_FD_TO_HANDLE of a foreign dma-buf");
+	if (ret)
+		return;
+	info.handle = imp.handle;
+	ret = fz_ioctl(fz, s.f->fd, C_BO_INFO, DRM_IOCTL_RBLN_BO_INFO, &info);
+	fz_check(fz, s.f, C_BO_INFO, ret, FZ_ERRS(0), "BO_INFO of a foreign import");
+	if (ret)
+		return;
+	if (info.size != size || info.placement != RBLN_BO_HOST || !info.va)
+		fz_fail(fz, "import of %#llx foreign bytes: BO_INFO says placement %u, %#llx bytes at %#llx",
+			(unsigned long long)size, info.placement, (unsigned long long)info.size,
+			(unsigned long long)info.va);
+	bo = fz_add_bo(fz, s.f, imp.handle, info.placement, info.bo_flags, info.size, info.va);
+	bo->imported = true;
+	bo->origin_dev = s.f->devi;
+	bo->origin_gen = s.f->dev_gen;
+	fz_bo_set_memory(s.f, bo, -1, 0);
+
+	snprintf(s.what, sizeof(s.what), "read %u foreign pages of scatterlist shape %u",
+		 exp.pages, exp.shape);
+	s.cmd_size = 8;
+	s.expect = FZ_JOB_VALID;
+	fz_cmd_use(&s.c, bo);
+	if (exp.shape != RBLN_TEST_SG_PAGES) {
+		rbln_drm_cmd_nop(&s.c.enc);
+		s.refuse = EINVAL;
+		submit(fz, &s);
+		bind_refused(fz, s.f, bo);
+		fz_close_bo(fz, s.f, bo);
+		return;
+	}
+	out = fz_new_bo(fz, s.f, size, RBLN_BO_HOST, 0, false);
+	if (!out || (!out->cpu && fz_map_bo(fz, s.f, out)))
+		return;
+	fz_cmd_use(&s.c, out);
+	rbln_drm_cmd_dma_copy(&s.c.enc, out->va, bo->va, size);
+	s.cmd_size = s.c.enc.len;
+	if (run_sync(fz, &s) && quiet(fz, s.f))
+		verify_foreign(fz, s.f, out, size);
 }

@@ -152,6 +152,7 @@ static const struct fz_op ops[] = {
 	{ "submit_fuzz", op_submit_fuzz, 20, true },
 	{ "submit_bad", op_submit_bad, 40, true },
 	{ "fill_verify", op_fill_verify, 10, true },
+	{ "foreign", op_foreign, 10, true },
 	{ "submit_unbound", op_submit_unbound, 20, true },
 	{ "vm_reserve", op_vm_reserve, 25, true },
 	{ "vm_release", op_vm_release, 15, true },
@@ -243,6 +244,11 @@ int fz_worker(struct fz_shared *sh, const struct fz_options *opt)
 		       (unsigned long long)fz.devs[i].va_start,
 		       (unsigned long long)fz.devs[i].va_size);
 	printf("# rbln_fuzz: job_timeout_ms=%u\n", fz.job_timeout_ms);
+	/* Once, before any child: children inherit it. */
+	fz.exporter = rbln_test_exporter_open();
+	if (fz.exporter < 0)
+		printf("# rbln_fuzz: no foreign dma-bufs: the tests' exporter: %s\n",
+		       strerror(-fz.exporter));
 	fflush(stdout);
 
 	start = fz_now_ns();

@@ -12,7 +12,8 @@
  *	it opens (buffer objects of host and device memory with their
  *	addresses and CPU mappings, queues, binary and timeline syncobjs,
  *	dma-bufs exported and imported within a device and between two, the
- *	peer path) and calls ioctls with arguments drawn from them, mostly
+ *	peer path, foreign ones of the tests' exporter, some with
+ *	scatterlists no driver upstream hands out) and calls ioctls with arguments drawn from them, mostly
  *	valid and often mutated: stale and unknown handles, huge sizes, pad
  *	fields and flags that must be zero, addresses inside objects, in
  *	their guard pages, below and beyond the address space up to 2^64,
@@ -62,6 +63,10 @@
  *			multiplies how long a job, a child or the worker may
  *			take before it counts as hung (slow kernels: the debug
  *			kernel under TCG); the fuzzing time stays --seconds.
+ *	RBLN_TEST_EXPORTER
+ *			the tests' dma-buf exporter module
+ *			(tests/kernel/exporter), which the fuzzer loads;
+ *			without it, no foreign dma-bufs.
  *
  * OUTPUT
  *	TAP on stdout: one test point, "ok 1 fuzz seed=N calls=M", then the

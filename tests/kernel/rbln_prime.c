@@ -14,13 +14,11 @@
 #include <linux/udmabuf.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 
 #include <xf86drm.h>
 
 #include "kselftest_harness.h"
 #include "rbln_test.h"
-#include "exporter/rbln_test_exporter.h"
 
 #define PAGE 4096ull
 
@@ -416,28 +414,14 @@ TEST_F(prime, imported_host_object_ends_at_its_size)
 	close(dev);
 }
 
-/*
- * A dma-buf of @pages from the tests' exporter (tests/kernel/exporter),
- * loaded from $RBLN_TEST_EXPORTER, whose scatterlist has @shape; or -errno.
- */
+/* A dma-buf of @pages from the tests' exporter whose scatterlist has @shape; or -errno. */
 static int test_export(uint32_t pages, uint32_t shape)
 {
 	struct rbln_test_export args = { .pages = pages, .shape = shape };
-	const char *ko = getenv("RBLN_TEST_EXPORTER");
-	int fd, dev, ret;
+	int dev = rbln_test_exporter_open(), ret;
 
-	if (!ko)
-		return -ENOENT;
-	fd = open(ko, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ret = syscall(SYS_finit_module, fd, "", 0) && errno != EEXIST ? -errno : 0;
-	close(fd);
-	if (ret)
-		return ret;
-	dev = open(RBLN_TEST_EXPORTER_DEV, O_RDWR | O_CLOEXEC);
 	if (dev < 0)
-		return -errno;
+		return dev;
 	ret = ioctl(dev, RBLN_TEST_IOCTL_EXPORT, &args) ? -errno : args.fd;
 	close(dev);
 	return ret;

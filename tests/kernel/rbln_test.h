@@ -21,10 +21,13 @@
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include <rbln_drm.h>
 #include <xf86drm.h>
+
+#include "exporter/rbln_test_exporter.h"
 
 /*
  * @ms of the plain kernel's time on this one: slow kernels (the debug
@@ -745,6 +748,29 @@ static inline int rbln_test_works(struct rbln_drm_device *dev, uint32_t pattern)
 	rbln_test_buf_free(dev, &mem);
 	rbln_test_buf_free(dev, &out);
 	return ret;
+}
+
+/*
+ * The tests' dma-buf exporter (tests/kernel/exporter), its module loaded
+ * from $RBLN_TEST_EXPORTER first: a descriptor for RBLN_TEST_IOCTL_EXPORT,
+ * or -errno (-ENOENT: the variable is not set).
+ */
+static inline int rbln_test_exporter_open(void)
+{
+	const char *ko = getenv("RBLN_TEST_EXPORTER");
+	int fd, ret;
+
+	if (!ko)
+		return -ENOENT;
+	fd = open(ko, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ret = syscall(SYS_finit_module, fd, "", 0) && errno != EEXIST ? -errno : 0;
+	close(fd);
+	if (ret)
+		return ret;
+	fd = open(RBLN_TEST_EXPORTER_DEV, O_RDWR | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
 }
 
 /* A memfd of @size that cannot shrink, as udmabuf wants; or -1. */

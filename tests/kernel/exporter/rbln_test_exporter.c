@@ -13,6 +13,7 @@
 #include <linux/dma-mapping.h>
 #include <linux/file.h>
 #include <linux/miscdevice.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/overflow.h>
 #include <linux/scatterlist.h>
@@ -75,6 +76,26 @@ static void rbln_test_unmap(struct dma_buf_attachment *attach, struct sg_table *
 	kfree(sgt);
 }
 
+/* The CPU sees the pages as they are, whatever the importers are told. */
+static int rbln_test_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
+{
+	struct rbln_test_buf *buf = dmabuf->priv;
+	unsigned long i, n = vma_pages(vma);
+	int ret;
+
+	if (vma->vm_pgoff > buf->npages || n > buf->npages - vma->vm_pgoff)
+		return -EINVAL;
+	/* As every exporter: a GEM importer mapping it insists (drm_gem_mmap_obj()). */
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+	for (i = 0; i < n; i++) {
+		ret = vm_insert_page(vma, vma->vm_start + i * PAGE_SIZE,
+				     buf->pages[vma->vm_pgoff + i]);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static void rbln_test_buf_free(struct rbln_test_buf *buf)
 {
 	unsigned int i;
@@ -93,6 +114,7 @@ static void rbln_test_release(struct dma_buf *dmabuf)
 static const struct dma_buf_ops rbln_test_dmabuf_ops = {
 	.map_dma_buf = rbln_test_map,
 	.unmap_dma_buf = rbln_test_unmap,
+	.mmap = rbln_test_mmap,
 	.release = rbln_test_release,
 };
 

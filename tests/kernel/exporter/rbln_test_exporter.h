@@ -20,6 +20,8 @@
  * @RBLN_TEST_SG_SHORT: the second segment is RBLN_TEST_SG_SKEW bytes
  *	shorter than a page;
  * @RBLN_TEST_SG_TRUNCATED: the last page is missing.
+ *
+ * The CPU maps the buffer (mmap of the dma-buf) as it is, whatever the shape.
  */
 enum rbln_test_sg_shape {
 	RBLN_TEST_SG_PAGES,
