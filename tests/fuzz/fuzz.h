@@ -389,7 +389,8 @@ void fz_forget_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
 void fz_close_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
 bool fz_mem_reachable(struct fz *fz, int mem_dev, unsigned int mem_gen);
 bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo);
-void fz_bo_set_memory(struct fz_file *f, struct fz_bo *bo, int mem_dev, unsigned int mem_gen);
+void fz_bo_set_memory(struct fz *fz, struct fz_file *f, struct fz_bo *bo, int mem_dev,
+		      unsigned int mem_gen);
 uint32_t fz_unknown_handle(struct fz *fz, struct fz_file *f);
 uint64_t fz_bad_va(struct fz *fz, struct fz_file *f, bool certain);
 bool fz_va_known_free(struct fz_file *f, uint64_t va);

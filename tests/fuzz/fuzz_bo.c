@@ -563,7 +563,7 @@ void op_import(struct fz *fz)
 	bo->origin_dev = b->devi;
 	bo->origin_gen = b->dev_gen;
 	/* Device memory of a file a child changed: whose, nobody knows. */
-	fz_bo_set_memory(f, bo, info.placement == RBLN_BO_HOST ? -1 :
+	fz_bo_set_memory(fz, f, bo, info.placement == RBLN_BO_HOST ? -1 :
 			 b->known ? b->mem_dev : FZ_MEM_UNKNOWN, b->mem_gen);
 }
 

@@ -165,13 +165,19 @@ void op_inject(struct fz *fz)
 	/*
 	 * A hang only times a job out, and the driver's hooks only slow what
 	 * they hold; a fault, a DMA error or a missing page fails a job and
-	 * bans its context.
+	 * bans its context. A missing page of the device's memory is found by
+	 * whoever writes there first: a job of an importer too, on another
+	 * device (fz_bo_set_memory() for imports to come).
 	 */
 	if (fails) {
 		atomic_fetch_add(&fz->sh->inject_pending[devi], 1);
-		for (i = 0; i < FZ_MAX_FILES; i++)
-			if (fz->files[i].used && fz->files[i].devi == devi)
-				fz->files[i].may_be_banned = true;
+		for (i = 0; i < FZ_MAX_FILES; i++) {
+			struct fz_file *f = &fz->files[i];
+
+			if (f->used && (f->devi == devi ||
+					(!strcmp(what[k], "no_page") && f->peers & 1u << devi)))
+				f->may_be_banned = true;
+		}
 	}
 	fz_doing(fz, "inject %s into %s", what[k], fz->devs[devi].name);
 	ret = rbln_sysfs_write(path, what[k]);

@@ -424,12 +424,17 @@ bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo)
  * device's: @f imported it, and that device's removal revokes it even
  * while @f's jobs use it (handles closed since included).
  */
-void fz_bo_set_memory(struct fz_file *f, struct fz_bo *bo, int mem_dev, unsigned int mem_gen)
+void fz_bo_set_memory(struct fz *fz, struct fz_file *f, struct fz_bo *bo, int mem_dev,
+		      unsigned int mem_gen)
 {
 	bo->mem_dev = mem_dev;
 	bo->mem_gen = mem_gen;
-	if (mem_dev >= 0 && mem_dev != f->devi)
-		f->peers |= 1u << mem_dev;
+	if (mem_dev < 0 || mem_dev == f->devi)
+		return;
+	f->peers |= 1u << mem_dev;
+	/* A missing page injected there, not taken yet, faults @f's writes too. */
+	if (atomic_load(&fz->sh->inject_pending[mem_dev]) > 0)
+		f->may_be_banned = true;
 }
 
 /* A handle no live object of @f has: stale, zero, or far off. */

@@ -960,7 +960,7 @@ static struct fz_bo *import_peer(struct fz *fz, struct fz_file *f, struct fz_bo 
 		peer = fz_add_bo(fz, g, exp.handle, info.placement, info.bo_flags, info.size,
 				 info.va);
 	peer->imported = true;
-	fz_bo_set_memory(g, peer, dev->mem_dev, dev->mem_gen);
+	fz_bo_set_memory(fz, g, peer, dev->mem_dev, dev->mem_gen);
 	peer->origin_dev = f->devi;
 	peer->origin_gen = f->dev_gen;
 	return peer;
@@ -1117,7 +1117,7 @@ void op_foreign(struct fz *fz)
 	bo->imported = true;
 	bo->origin_dev = s.f->devi;
 	bo->origin_gen = s.f->dev_gen;
-	fz_bo_set_memory(s.f, bo, -1, 0);
+	fz_bo_set_memory(fz, s.f, bo, -1, 0);
 
 	snprintf(s.what, sizeof(s.what), "read %u foreign pages of scatterlist shape %u",
 		 exp.pages, exp.shape);
