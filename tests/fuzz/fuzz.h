@@ -33,7 +33,7 @@
 #define FZ_MAX_RESVS		6	/* VM_BIND reservations, per file */
 #define FZ_MAX_VMAPS		16	/* VM_BIND mappings, per file */
 #define FZ_MAX_UNBINDS		8	/* unbinds not seen done, per file */
-#define FZ_HISTORY		64	/* last operations shown on a failure */
+#define FZ_HISTORY		256	/* last operations shown on a failure */
 #define FZ_OP_LEN		200
 #define FZ_MSG_LEN		1024
 

@@ -336,10 +336,13 @@ static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int 
 				 j->what, (unsigned long long)j->iteration, fz_file_index(fz, f));
 			return;
 		}
-		fz_fail(fz, "valid job '%s' of iteration %llu ended with %s%s", j->what,
-			(unsigned long long)j->iteration, name ? name : "an unknown errno",
+		fz_fail(fz, "valid job '%s' of iteration %llu ended with %s%s; its commands begin %016llx %016llx %016llx %016llx %016llx %016llx",
+			j->what, (unsigned long long)j->iteration, name ? name : "an unknown errno",
 			err == ECANCELED ? " though nothing could ban its context" :
-			err == EFAULT ? " and no fault was injected" : "");
+			err == EFAULT ? " and no fault was injected" : "",
+			(unsigned long long)j->cmd_head[0], (unsigned long long)j->cmd_head[1],
+			(unsigned long long)j->cmd_head[2], (unsigned long long)j->cmd_head[3],
+			(unsigned long long)j->cmd_head[4], (unsigned long long)j->cmd_head[5]);
 		break;
 	case FZ_JOB_FAULT:
 		if (status == 1)

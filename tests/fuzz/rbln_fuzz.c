@@ -113,12 +113,18 @@
 
 enum verdict { PASS, FAIL, ERROR };
 
+/* Kernel log lines kept to show with a failure the kernel did not splat on. */
+#define KLOG_LINES	64
+#define KLOG_LEN	240
+
 struct supervisor {
 	struct fz_shared *sh;
 	uint64_t seed;
 	pid_t worker;
 	int kmsg;
 	regex_t splat;
+	char klog[KLOG_LINES][KLOG_LEN];
+	unsigned int klog_head;
 };
 
 static void usage(FILE *out)
@@ -175,8 +181,10 @@ static bool splat_seen(struct supervisor *sv, unsigned int wait_ms)
 		return false;
 	poll(&(struct pollfd){ .fd = sv->kmsg, .events = POLLIN }, 1, wait_ms);
 	while ((line = kmsg_next(sv, buf, sizeof(buf)))) {
-		if (regexec(&sv->splat, line, 0, NULL, 0))
+		if (regexec(&sv->splat, line, 0, NULL, 0)) {
+			snprintf(sv->klog[sv->klog_head++ % KLOG_LINES], KLOG_LEN, "%s", line);
 			continue;
+		}
 		fprintf(stderr, "rbln_fuzz: FAIL seed=%llu iteration=%llu: the kernel printed: %s\n",
 			(unsigned long long)sv->seed,
 			(unsigned long long)atomic_load(&sv->sh->iteration), line);
@@ -197,6 +205,18 @@ static bool splat_seen(struct supervisor *sv, unsigned int wait_ms)
 		return true;
 	}
 	return false;
+}
+
+/* What the kernel said last, for a failure the worker found: a job's fault, say. */
+static void print_klog(struct supervisor *sv)
+{
+	unsigned int i = sv->klog_head > KLOG_LINES ? sv->klog_head - KLOG_LINES : 0;
+
+	/* Whatever came with the failure, too. */
+	splat_seen(sv, 100);
+	fprintf(stderr, "rbln_fuzz: the kernel's last %u lines:\n", sv->klog_head - i);
+	for (; i < sv->klog_head; i++)
+		fprintf(stderr, "rbln_fuzz:   %s\n", sv->klog[i % KLOG_LINES]);
 }
 
 /* The worker and its children go; one stuck in the kernel may not. */
@@ -240,8 +260,10 @@ static enum verdict supervise(struct supervisor *sv, const struct fz_options *op
 				return FAIL;
 			if (WIFEXITED(status) && WEXITSTATUS(status) == FZ_EXIT_OK)
 				return PASS;
-			if (WIFEXITED(status) && WEXITSTATUS(status) == FZ_EXIT_FAIL)
+			if (WIFEXITED(status) && WEXITSTATUS(status) == FZ_EXIT_FAIL) {
+				print_klog(sv);
 				return FAIL;
+			}
 			if (WIFSIGNALED(status))
 				snprintf(sv->sh->fail_msg, sizeof(sv->sh->fail_msg),
 					 "fuzzer error: worker died of signal %d", WTERMSIG(status));
