@@ -484,6 +484,32 @@ TEST_F(prime, import_of_a_misshapen_scatterlist_is_refused)
 	rbln_test_buf_free(self->a, &out);
 }
 
+/* The tests' exporter refuses what it cannot make: its own rejection paths. */
+TEST_F(prime, test_exporter_rejects_bad_input)
+{
+	struct rbln_test_export args;
+	int dev = rbln_test_exporter_open();
+
+	ASSERT_LE(0, dev) TH_LOG("the tests' exporter: %s", strerror(-dev));
+	args = (struct rbln_test_export){ .pages = 1 };
+	EXPECT_EQ(-1, ioctl(dev, RBLN_TEST_IOCTL_EXPORT, &args));
+	EXPECT_EQ(EINVAL, errno);
+	args = (struct rbln_test_export){ .pages = 1025 };
+	EXPECT_EQ(-1, ioctl(dev, RBLN_TEST_IOCTL_EXPORT, &args));
+	EXPECT_EQ(EINVAL, errno);
+	args = (struct rbln_test_export){ .pages = 2, .shape = RBLN_TEST_SG_SHAPES };
+	EXPECT_EQ(-1, ioctl(dev, RBLN_TEST_IOCTL_EXPORT, &args));
+	EXPECT_EQ(EINVAL, errno);
+	args = (struct rbln_test_export){ .pages = 2, .pad = 1 };
+	EXPECT_EQ(-1, ioctl(dev, RBLN_TEST_IOCTL_EXPORT, &args));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(dev, RBLN_TEST_IOCTL_EXPORT, (void *)8));
+	EXPECT_EQ(EFAULT, errno);
+	EXPECT_EQ(-1, ioctl(dev, _IO('r', 0x41), 0));
+	EXPECT_EQ(ENOTTY, errno);
+	close(dev);
+}
+
 TEST_F(prime, dma_heap_as_host_object)
 {
 	struct dma_heap_allocation_data alloc = {
