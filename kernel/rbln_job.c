@@ -256,6 +256,9 @@ static void rbln_ring_fault(struct rbln_ring *ring)
 		}
 		dma_fence_set_error(&fence->base, -EFAULT);
 		WRITE_ONCE(rdev->ctx_table[vm->id], 0);
+		vm->fault_addr = addr;
+		/* Pairs with fdinfo's read: the address is there once the info is. */
+		smp_store_release(&vm->fault_info, info);
 		dev_info_ratelimited(rdev->drm.dev,
 				     "context %u: fault %u at %#llx; context banned\n",
 				     vm->id, RBLN_FAULT_TYPE(info), addr);
@@ -1397,12 +1400,34 @@ out_room:
  * rbln_job_show_fdinfo() - the engine keys of a file's fdinfo
  * @p: where to print
  * @file: the file
+ *
+ * And, once a job of the file faulted, the fault that banned its context:
+ * the kernel log may have dropped its line (it is ratelimited), and the
+ * job's owner is the one to ask.
  */
 void rbln_job_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 {
+	static const char *const types[] = {
+		[RBLN_FAULT_UNMAPPED] = "unmapped",
+		[RBLN_FAULT_WRITE_PROTECTED] = "write-protected",
+		[RBLN_FAULT_ILLEGAL_OPCODE] = "illegal-opcode",
+		[RBLN_FAULT_MALFORMED] = "malformed",
+		[RBLN_FAULT_DMA] = "dma",
+		[RBLN_FAULT_BAD_CONTEXT] = "bad-context",
+	};
 	struct rbln_device *rdev = to_rbln_device(file->minor->dev);
 	struct rbln_vm *vm = to_rbln_file(file)->vm;
+	u32 info, type;
 
 	drm_printf(p, "drm-engine-npu:\t%llu ns\n", (u64)atomic64_read(&vm->busy_ns));
 	drm_printf(p, "drm-engine-capacity-npu:\t%u\n", rdev->num_rings);
+	/* Pairs with rbln_ring_fault()'s release: the address is written. */
+	info = smp_load_acquire(&vm->fault_info);
+	if (!info)
+		return;
+	type = RBLN_FAULT_TYPE(info);
+	if (type < ARRAY_SIZE(types) && types[type])
+		drm_printf(p, "rbln-fault:\t%s %#llx\n", types[type], vm->fault_addr);
+	else
+		drm_printf(p, "rbln-fault:\t%u %#llx\n", type, vm->fault_addr);
 }

@@ -87,6 +87,10 @@ struct rbln_pt {
  *	maps nothing any more.
  * @link: in the device's list of contexts, under its vms_lock.
  * @banned: set when a job of the context faulted: no more submissions.
+ * @fault_info: the fault that banned the context, RBLN_RING_FAULT_INFO
+ *	as the device gave it (0: none), for fdinfo; written once, by
+ *	whoever set @banned for it, after @fault_addr.
+ * @fault_addr: the address of that fault.
  * @busy_ns: time the device spent on the context's jobs.
  * @jobs: jobs of the context not yet freed.
  * @bind_jobs: bind jobs of the context not yet freed.
@@ -118,6 +122,8 @@ struct rbln_vm {
 	struct rbln_pt root;
 	struct list_head link;
 	atomic_t banned;
+	u32 fault_info;
+	u64 fault_addr;
 	atomic64_t busy_ns;
 	atomic_t jobs;
 	atomic_t bind_jobs;

@@ -7,6 +7,7 @@
  * Run with emu_devices>=1, job_timeout_ms=500 and a small max_jobs.
  */
 
+#include <inttypes.h>
 #include <linux/netlink.h>
 #include <pthread.h>
 #include <signal.h>
@@ -82,6 +83,14 @@ static int ctx_run_raw(struct ctx *x, const void *pkt, uint32_t len)
 	return ctx_run(x, len);
 }
 
+/* fdinfo's rbln-fault of @x, or "none". */
+static const char *fault_of(struct ctx *x, char *buf, size_t size)
+{
+	if (rbln_test_fdinfo_value(rbln_drm_fd(x->dev), "rbln-fault:", buf, size))
+		snprintf(buf, size, "none");
+	return buf;
+}
+
 /* Arms @what on the device named @name (rbln_test_dev_name()). */
 static int inject(const char *name, const char *what)
 {
@@ -108,11 +117,16 @@ FIXTURE_TEARDOWN(recovery)
 TEST_F(recovery, unmapped_access_faults_and_bans)
 {
 	struct rbln_drm_cmd c;
+	char fault[64];
 	uint32_t q2;
 
+	EXPECT_STREQ("none", fault_of(&self->a, fault, sizeof(fault)));
 	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
 	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, self->a.out.va, 0x10000000ull, 64));
 	EXPECT_EQ(-EFAULT, ctx_run(&self->a, c.len));
+	/* Its owner learns why, whatever the ratelimited log kept. */
+	EXPECT_STREQ("unmapped 0x10000000", fault_of(&self->a, fault, sizeof(fault)));
+	EXPECT_STREQ("none", fault_of(&self->b, fault, sizeof(fault)));
 	/* Banned: every later submission of the context, on any queue. */
 	EXPECT_EQ(-1000 - ECANCELED, ctx_check(&self->a, 1));
 	ASSERT_EQ(0, rbln_drm_queue_create(self->a.dev, RBLN_QUEUE_PRIORITY_NORMAL, &q2));
@@ -134,6 +148,7 @@ TEST_F(recovery, guard_page_faults)
 
 TEST_F(recovery, write_to_read_only_faults)
 {
+	char want[64], fault[64];
 	struct rbln_test_buf ro;
 	struct rbln_drm_cmd c;
 	uint32_t bos[2];
@@ -147,9 +162,11 @@ TEST_F(recovery, write_to_read_only_faults)
 	EXPECT_EQ(1, rbln_test_run(self->a.dev, self->a.queue, &self->a.cmd, c.len, bos, 2,
 				   10000));
 	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
-	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, ro.va, 1, 4096));
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, ro.va + 4096, 1, 4096));
 	EXPECT_EQ(-EFAULT, rbln_test_run(self->a.dev, self->a.queue, &self->a.cmd, c.len, bos,
 					 2, 10000));
+	snprintf(want, sizeof(want), "write-protected %#" PRIx64, ro.va + 4096);
+	EXPECT_STREQ(want, fault_of(&self->a, fault, sizeof(fault)));
 	EXPECT_EQ(1, ctx_check(&self->b, 3));
 }
 
@@ -169,8 +186,11 @@ TEST_F(recovery, host_object_not_listed_faults)
 TEST_F(recovery, illegal_opcode_faults)
 {
 	uint32_t pkt[2] = { RBLN_PKT_HEADER(0x7f, 0, 0, 1), 0 };
+	char want[64], fault[64];
 
 	EXPECT_EQ(-EFAULT, ctx_run_raw(&self->a, pkt, sizeof(pkt)));
+	snprintf(want, sizeof(want), "illegal-opcode %#" PRIx64, self->a.cmd.va);
+	EXPECT_STREQ(want, fault_of(&self->a, fault, sizeof(fault)));
 	EXPECT_EQ(1, ctx_check(&self->b, 4));
 }
 

@@ -608,23 +608,35 @@ static inline long long rbln_test_fdinfo_bytes(const char *v)
 	return -1;
 }
 
-/* The bytes of fdinfo key @key (with its colon) of file @fd, or -1. */
-static inline long long rbln_test_fdinfo_key(int fd, const char *key)
+/* The value of fdinfo key @key (with its colon) of file @fd into @buf: 0, or -1 if absent. */
+static inline int rbln_test_fdinfo_value(int fd, const char *key, char *buf, size_t size)
 {
 	size_t len = strlen(key);
 	char path[64], line[256];
-	long long v = -1;
+	int ret = -1;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
 	f = fopen(path, "re");
 	if (!f)
 		return -1;
-	while (v < 0 && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, len))
-			v = rbln_test_fdinfo_bytes(line + len + strspn(line + len, " \t"));
+	while (ret && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, key, len))
+			continue;
+		snprintf(buf, size, "%s", line + len + strspn(line + len, " \t"));
+		buf[strcspn(buf, "\n")] = '\0';
+		ret = 0;
+	}
 	fclose(f);
-	return v;
+	return ret;
+}
+
+/* The bytes of fdinfo key @key (with its colon) of file @fd, or -1. */
+static inline long long rbln_test_fdinfo_key(int fd, const char *key)
+{
+	char v[128];
+
+	return rbln_test_fdinfo_value(fd, key, v, sizeof(v)) ? -1 : rbln_test_fdinfo_bytes(v);
 }
 
 /* The bytes of fdinfo key drm-@stat-@region of file @fd, or -1. */
