@@ -238,7 +238,8 @@ struct fz_job {
 	bool wild;		/* randomly mutated: may write anywhere */
 	bool clobbered;		/* its commands may have been overwritten */
 	char what[96];
-	uint64_t cmd_head[6];	/* its first packets, for a failure report */
+	uint64_t cmd[48];	/* its first packets, for a failure report */
+	unsigned int cmd_words;
 	uint64_t unlisted[FZ_MAX_UNLISTED];	/* serials, as in struct fz_cmd */
 	unsigned int nunlisted;
 	uint64_t vm_hole, vm_hole_size;	/* as in struct fz_cmd */
@@ -389,6 +390,7 @@ void fz_forget_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
 void fz_close_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
 bool fz_mem_reachable(struct fz *fz, int mem_dev, unsigned int mem_gen);
 bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo);
+void fz_print_file(struct fz *fz, const struct fz_file *f);
 void fz_bo_set_memory(struct fz *fz, struct fz_file *f, struct fz_bo *bo, int mem_dev,
 		      unsigned int mem_gen);
 uint32_t fz_unknown_handle(struct fz *fz, struct fz_file *f);

@@ -420,6 +420,40 @@ bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo)
 }
 
 /*
+ * What a failure report needs of @f: the fault the kernel says banned it,
+ * and the objects and mappings the fuzzer believes it has.
+ */
+void fz_print_file(struct fz *fz, const struct fz_file *f)
+{
+	char fault[128] = "none";
+	unsigned int i;
+
+	rbln_test_fdinfo_value(f->fd, "rbln-fault:", fault, sizeof(fault));
+	fprintf(stderr, "rbln_fuzz: file %u (fd %d, %s): fault %s; %u objects, %u mappings%s%s\n",
+		fz_file_index(fz, f), f->fd, fz->devs[f->devi].name, fault, f->nbos, f->nvmaps,
+		f->may_be_banned ? ", may be banned" : "", f->ghosts ? ", ghosts" : "");
+	for (i = 0; i < f->nbos; i++) {
+		const struct fz_bo *bo = &f->bos[i];
+
+		fprintf(stderr, "rbln_fuzz:   object %llu handle %u %s %#llx+%#llx flags %#x memory of %d%s%s%s%s\n",
+			(unsigned long long)bo->serial, bo->handle,
+			bo->placement == RBLN_BO_DEVICE ? "device" : "host",
+			(unsigned long long)bo->va, (unsigned long long)bo->size, bo->flags,
+			bo->mem_dev, fz_bo_reachable(fz, bo) ? "" : " (unreachable)",
+			bo->bound ? ", bound" : "", bo->imported ? ", imported" : "",
+			bo->cmd ? ", commands" : "");
+	}
+	for (i = 0; i < f->nvmaps; i++) {
+		const struct fz_vmap *m = &f->vmaps[i];
+
+		fprintf(stderr, "rbln_fuzz:   mapping %#llx+%#llx of object %llu from %#llx, point %llu\n",
+			(unsigned long long)m->va, (unsigned long long)m->size,
+			(unsigned long long)m->serial, (unsigned long long)m->bo_offset,
+			(unsigned long long)m->point);
+	}
+}
+
+/*
  * @bo of @f is memory of @mem_dev (-1: host, FZ_MEM_UNKNOWN). Another
  * device's: @f imported it, and that device's removal revokes it even
  * while @f's jobs use it (handles closed since included).

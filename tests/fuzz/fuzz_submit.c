@@ -237,7 +237,8 @@ static struct fz_job *submit(struct fz *fz, struct submit *s)
 	j->iteration = fz->iteration;
 	j->submitted_ns = fz_now_ns();
 	snprintf(j->what, sizeof(j->what), "%s", s->what);
-	memcpy(j->cmd_head, cmd_buf, sizeof(j->cmd_head));
+	j->cmd_words = s->cmd_size / 8 < FZ_ARRAY_SIZE(j->cmd) ? s->cmd_size / 8 : FZ_ARRAY_SIZE(j->cmd);
+	memcpy(j->cmd, cmd_buf, j->cmd_words * 8);
 	memcpy(j->unlisted, s->c.unlisted, sizeof(j->unlisted));
 	j->nunlisted = s->c.nunlisted;
 	j->vm_hole = s->c.vm_hole;
@@ -290,6 +291,16 @@ static bool take_injected_fault(struct fz *fz, const struct fz_file *f)
 	return false;
 }
 
+static void print_commands(const struct fz_job *j)
+{
+	for (unsigned int i = 0; i < j->cmd_words; i += 4) {
+		fprintf(stderr, "rbln_fuzz:   commands +%3u:", 8 * i);
+		for (unsigned int k = i; k < i + 4 && k < j->cmd_words; k++)
+			fprintf(stderr, " %016llx", (unsigned long long)j->cmd[k]);
+		fputc('\n', stderr);
+	}
+}
+
 /* The outcome of a job against what it was: fails the run if they disagree. */
 static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int status)
 {
@@ -336,21 +347,19 @@ static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int 
 				 j->what, (unsigned long long)j->iteration, fz_file_index(fz, f));
 			return;
 		}
-		fz_fail(fz, "valid job '%s' of iteration %llu ended with %s%s; its commands begin %016llx %016llx %016llx %016llx %016llx %016llx",
+		print_commands(j);
+		fz_print_file(fz, f);
+		fz_fail(fz, "valid job '%s' of iteration %llu ended with %s%s",
 			j->what, (unsigned long long)j->iteration, name ? name : "an unknown errno",
 			err == ECANCELED ? " though nothing could ban its context" :
-			err == EFAULT ? " and no fault was injected" : "",
-			(unsigned long long)j->cmd_head[0], (unsigned long long)j->cmd_head[1],
-			(unsigned long long)j->cmd_head[2], (unsigned long long)j->cmd_head[3],
-			(unsigned long long)j->cmd_head[4], (unsigned long long)j->cmd_head[5]);
+			err == EFAULT ? " and no fault was injected" : "");
 		break;
 	case FZ_JOB_FAULT:
-		if (status == 1)
-			fz_fail(fz, "job '%s' of iteration %llu succeeded; it must fault; its commands begin %016llx %016llx %016llx %016llx %016llx %016llx",
-				j->what, (unsigned long long)j->iteration,
-				(unsigned long long)j->cmd_head[0], (unsigned long long)j->cmd_head[1],
-				(unsigned long long)j->cmd_head[2], (unsigned long long)j->cmd_head[3],
-				(unsigned long long)j->cmd_head[4], (unsigned long long)j->cmd_head[5]);
+		if (status != 1)
+			break;
+		print_commands(j);
+		fz_fail(fz, "job '%s' of iteration %llu succeeded; it must fault",
+			j->what, (unsigned long long)j->iteration);
 		break;
 	case FZ_JOB_ANY:
 		break;
@@ -420,12 +429,11 @@ static void report_unjudged(struct fz *fz, struct fz_file *f)
 		int status = ioctl(f->fd, DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &w) ? 0 :
 			     job_fence_status(fz, f, j);
 
-		fprintf(stderr, "rbln_fuzz: unjudged job of iteration %llu (%s, %s): %s; commands %016llx %016llx %016llx %016llx\n",
+		fprintf(stderr, "rbln_fuzz: unjudged job of iteration %llu (%s, %s): %s\n",
 			(unsigned long long)j->iteration, expect[j->expect],
 			status == 1 ? "done" : status < 0 ? strerrorname_np(-status) : "pending",
-			j->what, (unsigned long long)j->cmd_head[0],
-			(unsigned long long)j->cmd_head[1], (unsigned long long)j->cmd_head[2],
-			(unsigned long long)j->cmd_head[3]);
+			j->what);
+		print_commands(j);
 	}
 }
 
