@@ -1058,34 +1058,43 @@ static void verify_foreign(struct fz *fz, struct fz_file *f, struct fz_bo *out, 
 				(unsigned long long)i, bytes[i]);
 }
 
-/* VM_BIND of all of @bo, which the driver must refuse to map: EINVAL. */
-static void bind_refused(struct fz *fz, struct fz_file *f, struct fz_bo *bo)
+/*
+ * VM_BIND of all of @bo, which the driver must refuse to map: EINVAL for a
+ * misshapen import, EIO while its exporter fails to map it. False if it
+ * never got that far: no room to reserve, or no memory.
+ */
+static bool bind_refused(struct fz *fz, struct fz_file *f, struct fz_bo *bo, int err)
 {
 	struct drm_rbln_vm_reserve r = { .size = bo->size };
 	struct drm_rbln_vm_bind b = { .op = RBLN_VM_BIND_MAP, .size = bo->size,
 				      .handle = bo->handle };
 	struct drm_rbln_vm_release rel = { 0 };
+	bool refused;
 	int ret;
 
 	ret = fz_ioctl(fz, f->fd, C_VM_RESERVE, DRM_IOCTL_RBLN_VM_RESERVE, &r);
 	fz_check(fz, f, C_VM_RESERVE, ret, FZ_ERRS(0, ENOMEM, ENOSPC), "VM_RESERVE");
 	if (ret)
-		return;
+		return false;
 	b.va = rel.va = r.va;
-	fz_doing(fz, "VM_BIND file %u handle %u at %#llx: a misshapen foreign import",
+	fz_doing(fz, "VM_BIND file %u handle %u at %#llx: a foreign import it cannot map",
 		 fz_file_index(fz, f), bo->handle, (unsigned long long)b.va);
 	ret = fz_ioctl(fz, f->fd, C_VM_BIND, DRM_IOCTL_RBLN_VM_BIND, &b);
-	fz_check(fz, f, C_VM_BIND, ret, FZ_ERRS(EINVAL, ENOMEM),
-		 "VM_BIND of a misshapen foreign import");
+	fz_check(fz, f, C_VM_BIND, ret, FZ_ERRS(err, ENOMEM),
+		 "VM_BIND of a foreign import it cannot map");
+	refused = ret == -err;
 	ret = fz_ioctl(fz, f->fd, C_VM_RELEASE, DRM_IOCTL_RBLN_VM_RELEASE, &rel);
 	fz_check(fz, f, C_VM_RELEASE, ret, FZ_ERRS(0), "VM_RELEASE of a range never bound");
+	return refused;
 }
 
 /*
  * A dma-buf of the tests' exporter (tests/kernel/exporter), imported. Of
  * whole pages, a job reads it byte for byte, and it stays among the
  * file's objects as a HOST import; of any other scatterlist, SUBMIT and
- * VM_BIND refuse to map it, with EINVAL, and it is closed.
+ * VM_BIND refuse to map it, with EINVAL, and it is closed. At times the
+ * exporter fails the first map of whole pages: VM_BIND gives its EIO, and
+ * the job after maps it anew.
  */
 void op_foreign(struct fz *fz)
 {
@@ -1100,8 +1109,9 @@ void op_foreign(struct fz *fz)
 
 	if (fz->exporter < 0 || !prepare(fz, &s) || !quiet(fz, s.f) || s.f->nbos > FZ_MAX_BOS - 3)
 		return;
-	fz_doing(fz, "export %u pages of scatterlist shape %u by the tests' exporter",
-		 exp.pages, exp.shape);
+	exp.fail_maps = exp.shape == RBLN_TEST_SG_PAGES && fz_chance(&fz->rng, 25);
+	fz_doing(fz, "export %u pages of scatterlist shape %u by the tests' exporter, %u maps failing",
+		 exp.pages, exp.shape, exp.fail_maps);
 	ret = ioctl(fz->exporter, RBLN_TEST_IOCTL_EXPORT, &exp) ? -errno : 0;
 	fz_count(fz->sh, C_TEST_EXPORT, ret);
 	fz_check(fz, NULL, C_TEST_EXPORT, ret, FZ_ERRS(0, ENOMEM), "the tests' exporter");
@@ -1139,7 +1149,12 @@ void op_foreign(struct fz *fz)
 		rbln_drm_cmd_nop(&s.c.enc);
 		s.refuse = EINVAL;
 		submit(fz, &s);
-		bind_refused(fz, s.f, bo);
+		bind_refused(fz, s.f, bo, EINVAL);
+		fz_close_bo(fz, s.f, bo);
+		return;
+	}
+	/* Else the exporter's failure is still to come. */
+	if (exp.fail_maps && !bind_refused(fz, s.f, bo, EIO)) {
 		fz_close_bo(fz, s.f, bo);
 		return;
 	}

@@ -415,9 +415,9 @@ TEST_F(prime, imported_host_object_ends_at_its_size)
 }
 
 /* A dma-buf of @pages from the tests' exporter whose scatterlist has @shape; or -errno. */
-static int test_export(uint32_t pages, uint32_t shape)
+static int test_export(uint32_t pages, uint32_t shape, uint32_t fail_maps)
 {
-	struct rbln_test_export args = { .pages = pages, .shape = shape };
+	struct rbln_test_export args = { .pages = pages, .shape = shape, .fail_maps = fail_maps };
 	int dev = rbln_test_exporter_open(), ret;
 
 	if (dev < 0)
@@ -450,7 +450,7 @@ TEST_F(prime, import_of_a_misshapen_scatterlist_is_refused)
 	ASSERT_EQ(RBLN_TEST_SG_SHAPES, sizeof(shapes) / sizeof(shapes[0]));
 	ASSERT_EQ(0, rbln_test_buf_new(self->a, 4 * PAGE, RBLN_BO_HOST, 0, &out));
 	for (shape = 0; shape < RBLN_TEST_SG_SHAPES; shape++) {
-		buf = test_export(4, shape);
+		buf = test_export(4, shape, 0);
 		ASSERT_LE(0, buf) TH_LOG("the tests' exporter: %s", strerror(-buf));
 		ASSERT_EQ(0, rbln_drm_bo_import(self->a, buf, &h));
 		close(buf);
@@ -484,6 +484,44 @@ TEST_F(prime, import_of_a_misshapen_scatterlist_is_refused)
 	rbln_test_buf_free(self->a, &out);
 }
 
+/*
+ * An exporter may fail to map a buffer it exported (its memory out of
+ * reach for a while): the use that maps it fails with the exporter's
+ * error, job or VM_BIND, and leaves nothing half done, so that the next
+ * use maps it anew and reads it right.
+ */
+TEST_F(prime, exporter_failing_to_map_fails_the_use_not_the_object)
+{
+	struct rbln_drm_bo_info info;
+	struct rbln_test_buf out;
+	uint32_t h, bos[2], i;
+	const uint8_t *p;
+	uint64_t va;
+	int buf;
+
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, 4 * PAGE, RBLN_BO_HOST, 0, &out));
+	buf = test_export(4, RBLN_TEST_SG_PAGES, 2);
+	ASSERT_LE(0, buf) TH_LOG("the tests' exporter: %s", strerror(-buf));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->a, buf, &h));
+	close(buf);
+	ASSERT_EQ(0, rbln_drm_bo_info(self->a, h, &info));
+	bos[0] = h;
+	bos[1] = out.handle;
+	ASSERT_EQ(0, rbln_drm_vm_reserve(self->a, 4 * PAGE, 0, &va));
+	EXPECT_EQ(-1000 - EIO, dma_copy(self->a, out.va, info.va, 4 * PAGE, bos, 2));
+	EXPECT_EQ(-EIO, rbln_test_vm_map(self->a, va, 4 * PAGE, h, 0, 0));
+	/* The exporter maps it now. */
+	EXPECT_EQ(0, rbln_test_vm_map(self->a, va, 4 * PAGE, h, 0, 0));
+	EXPECT_EQ(1, dma_copy(self->a, out.va, va, 4 * PAGE, bos, 2));
+	p = out.cpu;
+	for (i = 0; i < 4 * PAGE; i++)
+		ASSERT_EQ((uint8_t)((i / PAGE + 1) * 16 + i % 16), p[i]) TH_LOG("byte %u", i);
+	EXPECT_EQ(0, rbln_test_vm_unmap(self->a, va, 4 * PAGE));
+	EXPECT_EQ(0, rbln_drm_vm_release(self->a, va));
+	rbln_drm_bo_close(self->a, h);
+	rbln_test_buf_free(self->a, &out);
+}
+
 /* The tests' exporter refuses what it cannot make: its own rejection paths. */
 TEST_F(prime, test_exporter_rejects_bad_input)
 {
@@ -500,7 +538,7 @@ TEST_F(prime, test_exporter_rejects_bad_input)
 	args = (struct rbln_test_export){ .pages = 2, .shape = RBLN_TEST_SG_SHAPES };
 	EXPECT_EQ(-1, ioctl(dev, RBLN_TEST_IOCTL_EXPORT, &args));
 	EXPECT_EQ(EINVAL, errno);
-	args = (struct rbln_test_export){ .pages = 2, .pad = 1 };
+	args = (struct rbln_test_export){ .pages = 2, .fail_maps = RBLN_TEST_MAX_FAIL_MAPS + 1 };
 	EXPECT_EQ(-1, ioctl(dev, RBLN_TEST_IOCTL_EXPORT, &args));
 	EXPECT_EQ(EINVAL, errno);
 	EXPECT_EQ(-1, ioctl(dev, RBLN_TEST_IOCTL_EXPORT, (void *)8));

@@ -26,6 +26,7 @@
 
 struct rbln_test_buf {
 	enum rbln_test_sg_shape shape;
+	atomic_t fail_maps;
 	unsigned int npages;
 	struct page *pages[] __counted_by(npages);
 };
@@ -39,6 +40,8 @@ static struct sg_table *rbln_test_map(struct dma_buf_attachment *attach,
 	struct sg_table *sgt;
 	int ret;
 
+	if (atomic_dec_if_positive(&buf->fail_maps) >= 0)
+		return ERR_PTR(-EIO);
 	if (buf->shape == RBLN_TEST_SG_TRUNCATED)
 		n--;
 	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
@@ -128,6 +131,7 @@ static struct rbln_test_buf *rbln_test_buf_new(const struct rbln_test_export *ar
 		return NULL;
 	buf->npages = args->pages;
 	buf->shape = args->shape;
+	atomic_set(&buf->fail_maps, args->fail_maps);
 	for (i = 0; i < buf->npages; i++) {
 		u8 *p;
 
@@ -154,7 +158,7 @@ static int rbln_test_export(struct rbln_test_export __user *uargs)
 	if (copy_from_user(&args, uargs, sizeof(args)))
 		return -EFAULT;
 	if (args.pages < 2 || args.pages > RBLN_TEST_MAX_PAGES ||
-	    args.shape >= RBLN_TEST_SG_SHAPES || args.pad)
+	    args.shape >= RBLN_TEST_SG_SHAPES || args.fail_maps > RBLN_TEST_MAX_FAIL_MAPS)
 		return -EINVAL;
 	buf = rbln_test_buf_new(&args);
 	if (!buf)

@@ -39,13 +39,18 @@ enum rbln_test_sg_shape {
  *	(p + 1) * 16 + i % 16, truncated to a byte
  * @shape: an &enum rbln_test_sg_shape
  * @fd: the dma-buf (out), O_CLOEXEC | O_RDWR
+ * @fail_maps: the buffer's first this many maps, at most
+ *	RBLN_TEST_MAX_FAIL_MAPS, fail with -EIO, as an exporter's whose
+ *	memory is out of reach for a while
  */
 struct rbln_test_export {
 	__u32 pages;
 	__u32 shape;
 	__s32 fd;
-	__u32 pad;
+	__u32 fail_maps;
 };
+
+#define RBLN_TEST_MAX_FAIL_MAPS	16
 
 #define RBLN_TEST_IOCTL_EXPORT	_IOWR('r', 0x40, struct rbln_test_export)
 
