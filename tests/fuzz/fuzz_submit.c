@@ -273,21 +273,60 @@ static void forget_job(struct fz_file *f, unsigned int i)
 }
 
 /*
- * Takes one of the faults injected into @f's device, or into a device
- * whose memory @f imported: a missing page of the exporter's DRAM
- * ("no_page") faults whoever writes it.
+ * The devices (bits) whose injection may explain the fault that banned
+ * @f, as fdinfo's rbln-fault gives it: a "fault" is an unmapped command
+ * buffer on @f's device; a "dma" error a DMA fault of a packet on @f's
+ * device; a "no_page" a DMA fault writing the DRAM of whichever device
+ * the address leads to, @f's or an exporter's. Nothing injected makes any
+ * other kind of fault. Without the key (a child's view of the file), any
+ * of the devices it reaches.
  */
-static bool take_injected_fault(struct fz *fz, const struct fz_file *f)
+static unsigned int injection_suspects(struct fz_file *f)
 {
-	for (int devi = 0; devi < FZ_MAX_DEVICES; devi++) {
-		_Atomic int *pending = &fz->sh->inject_pending[devi];
+	unsigned int own = 1u << f->devi, i;
+	unsigned long long addr;
+	char fault[128], type[32];
 
-		if (devi != f->devi && !(f->peers & 1u << devi))
-			continue;
-		for (int p = atomic_load(pending); p > 0;)
-			if (atomic_compare_exchange_weak(pending, &p, p - 1))
-				return true;
+	if (rbln_test_fdinfo_value(f->fd, "rbln-fault:", fault, sizeof(fault)) ||
+	    sscanf(fault, "%31s %llx", type, &addr) != 2)
+		return own | f->peers;
+	if (!strcmp(type, "unmapped"))
+		return own;
+	if (strcmp(type, "dma"))
+		return 0;
+	for (i = 0; i < f->nbos; i++) {
+		const struct fz_bo *bo = &f->bos[i];
+
+		if (bo->va && addr >= bo->va && addr - bo->va < bo->size)
+			return own | (bo->mem_dev >= 0 ? 1u << bo->mem_dev : 0);
 	}
+	/* Through a VM_BIND mapping, or a handle since closed: any exporter. */
+	return own | f->peers;
+}
+
+/*
+ * Takes the fault injected into the one device that can explain @f's:
+ * when two could, which one's injection is spent is not known, and both
+ * stay pending, a lenience that the next replug of either ends.
+ */
+static bool take_injected_fault(struct fz *fz, struct fz_file *f)
+{
+	unsigned int suspects = injection_suspects(f), armed = 0;
+	int devi, last = -1;
+
+	for (devi = 0; devi < FZ_MAX_DEVICES; devi++) {
+		if ((suspects & 1u << devi) && atomic_load(&fz->sh->inject_pending[devi]) > 0) {
+			armed |= 1u << devi;
+			last = devi;
+		}
+	}
+	if (!armed)
+		return false;
+	if (armed & (armed - 1))
+		return true;
+	for (int p = atomic_load(&fz->sh->inject_pending[last]); p > 0;)
+		if (atomic_compare_exchange_weak(&fz->sh->inject_pending[last], &p, p - 1))
+			return true;
 	return false;
 }
 
