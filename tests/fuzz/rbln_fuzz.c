@@ -13,11 +13,12 @@
  *	addresses and CPU mappings, queues, binary and timeline syncobjs,
  *	dma-bufs exported and imported within a device and between two, the
  *	peer path, foreign ones of the tests' exporter, some with
- *	scatterlists no driver upstream hands out) and calls ioctls with arguments drawn from them, mostly
- *	valid and often mutated: stale and unknown handles, huge sizes, pad
- *	fields and flags that must be zero, addresses inside objects, in
- *	their guard pages, below and beyond the address space up to 2^64,
- *	user pointers the kernel cannot read or write back. It builds
+ *	scatterlists no driver upstream hands out or failing to map) and
+ *	calls ioctls with arguments drawn from them, mostly valid and often
+ *	mutated: stale and unknown handles, huge sizes, pad fields and flags
+ *	that must be zero, addresses inside objects, in their guard pages,
+ *	below and beyond the address space up to 2^64, user pointers the
+ *	kernel cannot read or write back. It builds
  *	command buffers from the ISA's packets, valid, faulting, malformed
  *	and randomly damaged, some running long enough to be in flight when
  *	the rest lands: handles and files closed under jobs, queues
@@ -28,11 +29,12 @@
  *	Where the UAPI says for certain how a call ends, the outcome is
  *	checked: a nonzero pad is -EINVAL, an unknown handle -ENOENT, any
  *	ioctl on an unplugged device -ENODEV, a job of valid packets on live
- *	objects succeeds unless a timeout, an injection, a ban or its
- *	queue's destruction explains otherwise, a job touching what it may
- *	not fails, every job ends, no device memory stays in use once every
- *	file is closed. Elsewhere the oracle is the kernel log: a supervisor
- *	process watches /dev/kmsg for splats and the worker for progress.
+ *	objects succeeds unless a timeout, an injection (of the kind that
+ *	makes the fault fdinfo reports), a ban or its queue's destruction
+ *	explains otherwise, a job touching what it may not fails, every job
+ *	ends, no device memory stays in use once every file is closed.
+ *	Elsewhere the oracle is the kernel log: a supervisor process watches
+ *	/dev/kmsg for splats and the worker for progress.
  *
  *	Every choice comes from a generator seeded with (seed, iteration):
  *	a run is repeated by its seed, and a failure names the iteration.
