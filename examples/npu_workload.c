@@ -11,7 +11,11 @@
  *     npu_workload -m 256 -t 30 &
  *     rbln-smi
  *
- * Exit status: 0 when every job succeeded, 1 on any error, 2 on bad usage.
+ * With -f it runs one job that faults instead, as a buggy program's would,
+ * and holds on, its context banned, for rbln-smi -q to say why.
+ *
+ * Exit status: 0 when every job succeeded (with -f: when the job faulted),
+ * 1 on any error, 2 on bad usage.
  */
 
 #include <errno.h>
@@ -37,6 +41,7 @@
 #define FILL_CHUNK	(4 * MIB)	/* bytes one job fills */
 #define IN_FLIGHT	2		/* jobs queued at a time */
 #define JOB_WAIT_MS	30000		/* a job taking longer is an error */
+#define FAULT_VA	0x1000		/* below every object's address */
 
 static volatile sig_atomic_t stop;
 
@@ -53,6 +58,7 @@ struct options {
 	unsigned int seconds;	/* 0: until a signal */
 	unsigned int queues;	/* 0: one per ring of the device */
 	bool idle;
+	bool fault;
 };
 
 #define MAX_QUEUES	16
@@ -90,9 +96,11 @@ static void usage(FILE *f, const char *prog)
 		"                           (default: 10)\n"
 		"  -q, --queues N           queues to keep busy (default: one per ring)\n"
 		"  -i, --idle               hold the memory, submit no job\n"
+		"  -f, --fault              run one job that faults, then hold the memory\n"
 		"  -h, --help               this text\n\n"
 		"Once the memory is allocated it prints one line starting with \"ready:\".\n"
-		"Exit status: 0 when every job succeeded, 1 on an error, 2 on bad usage.\n",
+		"Exit status: 0 when every job succeeded (with -f: when the job faulted),\n"
+		"1 on an error, 2 on bad usage.\n",
 		prog);
 }
 
@@ -120,13 +128,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "seconds", required_argument, NULL, 't' },
 		{ "queues", required_argument, NULL, 'q' },
 		{ "idle", no_argument, NULL, 'i' },
+		{ "fault", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	*o = (struct options){ .device_mib = 64, .seconds = 10 };
-	while ((c = getopt_long(argc, argv, "d:m:H:t:q:ih", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:m:H:t:q:ifh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			if (parse_uint(optarg, MAX_DEVICES - 1, &o->device))
@@ -151,6 +160,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'i':
 			o->idle = true;
 			break;
+		case 'f':
+			o->fault = true;
+			break;
 		case 'h':
 			usage(stdout, argv[0]);
 			exit(0);
@@ -159,6 +171,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			return -EINVAL;
 		}
 	}
+	if (o->idle && o->fault) {
+		fprintf(stderr, "%s: -i and -f exclude each other\n", argv[0]);
+		return -EINVAL;
+	}
+	if (o->fault)
+		o->queues = 1;
 	if (optind != argc) {
 		fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[optind]);
 		return -EINVAL;
@@ -211,9 +229,10 @@ static int wait_point(struct workload *w, struct queue *q, uint64_t point)
 /*
  * Encodes each queue's job once: the command buffers do not change. Queue
  * i fills its own slice of the device memory, then copies the slice's
- * first half over its second; with no device memory, jobs are NOPs.
+ * first half over its second; with no device memory, jobs are NOPs; with
+ * @fault, the one queue's job fills a page where nothing is mapped.
  */
-static int encode_jobs(struct workload *w, uint64_t mem_bytes)
+static int encode_jobs(struct workload *w, uint64_t mem_bytes, bool fault)
 {
 	uint64_t slice = mem_bytes / w->nqueues / 4096 * 4096, base, half;
 	struct rbln_drm_cmd c;
@@ -228,7 +247,9 @@ static int encode_jobs(struct workload *w, uint64_t mem_bytes)
 
 		q->cmd_off = i * CMD_SLOT;
 		rbln_drm_cmd_init(&c, (char *)w->cmd_cpu + q->cmd_off, CMD_SLOT);
-		if (!slice) {
+		if (fault) {
+			ret = rbln_drm_cmd_dma_fill(&c, FAULT_VA, 0, 4096);
+		} else if (!slice) {
 			ret = rbln_drm_cmd_nop(&c);
 		} else {
 			base = w->mem_va + i * slice;
@@ -287,6 +308,22 @@ static int run_jobs(struct workload *w, int64_t deadline)
 	if (!ret)
 		w->rounds = w->queues[0].submitted;
 	return ret;
+}
+
+/* The one job that must fault: 0 once it has, its context banned. */
+static int run_fault(struct workload *w)
+{
+	struct queue *q = &w->queues[0];
+	int ret = submit(w, q);
+
+	if (!ret)
+		ret = wait_point(w, q, q->submitted);
+	if (ret == -EFAULT) {
+		printf("faulted: a fill at %#x, as asked; the context is banned\n", FAULT_VA);
+		fflush(stdout);
+		return 0;
+	}
+	return ret ? ret : -EPROTO;
 }
 
 static void idle(int64_t deadline)
@@ -355,7 +392,7 @@ static int setup(struct workload *w, const struct options *o)
 		ret = rbln_drm_bo_mmap(w->dev, w->cmd_bo, PROT_READ | PROT_WRITE, &w->cmd_cpu,
 				       &w->cmd_size);
 	if (!ret)
-		ret = encode_jobs(w, (uint64_t)o->device_mib * MIB);
+		ret = encode_jobs(w, (uint64_t)o->device_mib * MIB, o->fault);
 	if (ret)
 		fprintf(stderr, "npu_workload: cannot set up the command buffers: %s\n",
 			strerror(-ret));
@@ -411,7 +448,8 @@ int main(int argc, char **argv)
 
 	printf("ready: pid %ld holds %u MiB of device memory and %u MiB of host memory "
 	       "on /dev/accel/accel%u; %s", (long)getpid(), o.device_mib, o.host_mib,
-	       rbln_drm_minor(w.dev), o.idle ? "idle" : "running DMA jobs");
+	       rbln_drm_minor(w.dev), o.idle ? "idle" : o.fault ? "running a faulting job" :
+	       "running DMA jobs");
 	if (o.seconds)
 		printf(" for %u s\n", o.seconds);
 	else
@@ -420,16 +458,17 @@ int main(int argc, char **argv)
 
 	start = now_ns();
 	deadline = o.seconds ? start + (int64_t)o.seconds * 1000000000 : 0;
-	if (o.idle) {
-		idle(deadline);
-		ret = 0;
+	if (o.idle || o.fault) {
+		ret = o.fault ? run_fault(&w) : 0;
+		if (!ret)
+			idle(deadline);
 	} else {
 		ret = run_jobs(&w, deadline);
 	}
 
 	if (ret)
 		fprintf(stderr, "npu_workload: a job failed: %s\n", strerror(-ret));
-	else if (!o.idle)
+	else if (!o.idle && !o.fault)
 		printf("done: %" PRIu64 " jobs on %u queues in %.1f s, %" PRIu64 " MiB written\n",
 		       w.rounds * w.nqueues, w.nqueues, (now_ns() - start) / 1e9,
 		       w.rounds * w.bytes / MIB);
