@@ -18,19 +18,27 @@ struct parsed {
 	bool is_rbln;
 	uint64_t id, engine;
 	struct smi_region dev, host;
+	struct smi_fault fault;
 };
 
 static struct parsed parse(const char *text)
 {
 	struct parsed p = { 0 };
+	struct smi_fdinfo info;
 	FILE *f = fmemopen((void *)text, strlen(text), "r");
 
 	if (!f) {
 		p.ret = -1000;
 		return p;
 	}
-	p.ret = smi_parse_fdinfo(f, &p.is_rbln, &p.id, &p.engine, &p.dev, &p.host);
+	p.ret = smi_parse_fdinfo(f, &info);
 	fclose(f);
+	p.is_rbln = info.is_rbln;
+	p.id = info.client_id;
+	p.engine = info.engine_ns;
+	p.dev = info.device;
+	p.host = info.host;
+	p.fault = info.fault;
 	return p;
 }
 
@@ -55,6 +63,42 @@ TEST(what_the_driver_prints)
 	EXPECT_EQ(2052 << 10, p.host.total);
 	EXPECT_EQ(4096, p.host.shared);
 	EXPECT_EQ(4 << 10, p.host.resident);
+}
+
+TEST(no_fault_until_one_banned_the_context)
+{
+	struct parsed p = parse("drm-driver:\trbln\ndrm-client-id:\t3\n");
+
+	ASSERT_EQ(0, p.ret);
+	EXPECT_STREQ("", p.fault.kind);
+	p = parse("drm-driver:\trbln\ndrm-client-id:\t3\nrbln-fault:\tunmapped 0x1000\n");
+	ASSERT_EQ(0, p.ret);
+	EXPECT_STREQ("unmapped", p.fault.kind);
+	EXPECT_EQ(0x1000, p.fault.addr);
+	p = parse("drm-driver:\trbln\ndrm-client-id:\t3\n"
+		  "rbln-fault:\twrite-protected 0x4000000fe000\n");
+	EXPECT_STREQ("write-protected", p.fault.kind);
+	EXPECT_EQ(0x4000000fe000ull, p.fault.addr);
+}
+
+TEST(malformed_faults_are_ignored)
+{
+	static const char *const bad[] = {
+		"unmapped", "0x1000", "unmapped 0x1000 extra", "unmapped zz",
+		"Unmapped 0x1000", "a-kind-of-fault-longer-than-the-field 0x1000", "",
+	};
+	char text[256];
+	unsigned int i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "drm-driver:\trbln\ndrm-client-id:\t3\nrbln-fault:\t%s\n", bad[i]);
+		struct parsed p = parse(text);
+
+		ASSERT_EQ(0, p.ret);
+		EXPECT_TRUE(p.is_rbln);
+		EXPECT_STREQ("", p.fault.kind) TH_LOG("'%s'", bad[i]);
+	}
 }
 
 TEST(larger_units)

@@ -447,8 +447,10 @@ void smi_snapshot_free(struct smi_snapshot *snap)
 {
 	size_t i;
 
-	for (i = 0; i < snap->nprocs; i++)
+	for (i = 0; i < snap->nprocs; i++) {
 		free(snap->procs[i].clients);
+		free(snap->procs[i].faults);
+	}
 	free(snap->procs);
 	free(snap->devices);
 	memset(snap, 0, sizeof(*snap));

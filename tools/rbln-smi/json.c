@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * json.c - rbln-smi --json: one document per snapshot, as described by
- * docs/rbln-smi-schema.json (schema_version 2)
+ * docs/rbln-smi-schema.json (schema_version 3)
  *
  * Sizes are bytes and times nanoseconds, as exact integers; a value that
  * could not be read is null.
@@ -15,7 +15,7 @@
 
 #include "smi.h"
 
-#define SMI_SCHEMA_VERSION	2
+#define SMI_SCHEMA_VERSION	3
 
 /* Builds a tree, remembering whether any allocation failed. */
 struct builder {
@@ -119,6 +119,7 @@ static json_object *process(struct builder *b, const struct smi_snapshot *s,
 			    const struct smi_process *p)
 {
 	json_object *o = json_object_new_object(), *clients = json_object_new_array();
+	json_object *faults = json_object_new_array();
 	size_t i;
 
 	put(b, o, "pid", json_object_new_int64(p->pid));
@@ -128,6 +129,18 @@ static json_object *process(struct builder *b, const struct smi_snapshot *s,
 	for (i = 0; i < p->nclients; i++)
 		append(b, clients, json_object_new_uint64(p->clients[i]));
 	put(b, o, "clients", clients);
+	for (i = 0; i < p->nclients; i++) {
+		json_object *f;
+
+		if (!p->faults[i].kind[0])
+			continue;
+		f = json_object_new_object();
+		put(b, f, "client", json_object_new_uint64(p->clients[i]));
+		put_string(b, f, "kind", p->faults[i].kind);
+		put(b, f, "address", json_object_new_uint64(p->faults[i].addr));
+		append(b, faults, f);
+	}
+	put(b, o, "faults", faults);
 	put(b, o, "engine_ns", json_object_new_uint64(p->engine_ns));
 	put(b, o, "device_memory", region(b, &p->device));
 	put(b, o, "host_memory", region(b, &p->host));

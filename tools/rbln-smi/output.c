@@ -259,7 +259,7 @@ static void query_device(FILE *out, const struct smi_snapshot *s, const struct s
 	fprintf(out, "    Processes\n");
 	for (i = 0; i < s->nprocs; i++) {
 		const struct smi_process *p = &s->procs[i];
-		size_t c;
+		size_t c, f;
 
 		if (p->dev_index != d->index)
 			continue;
@@ -270,6 +270,12 @@ static void query_device(FILE *out, const struct smi_snapshot *s, const struct s
 		for (c = 0; c < p->nclients; c++)
 			fprintf(out, "%s%" PRIu64, c ? ", " : "", p->clients[c]);
 		fputc('\n', out);
+		fprintf(out, "            %-18s : ", "Banned clients");
+		for (c = 0, f = 0; c < p->nclients; c++)
+			if (p->faults[c].kind[0])
+				fprintf(out, "%s%" PRIu64 " (%s at %#" PRIx64 ")", f++ ? ", " : "",
+					p->clients[c], p->faults[c].kind, p->faults[c].addr);
+		fputs(f ? "\n" : "None\n", out);
 		region_line(out, "Device memory", &p->device);
 		region_line(out, "Host memory", &p->host);
 		fprintf(out, "            %-18s : %s\n", "Engine time",

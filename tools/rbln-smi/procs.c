@@ -87,24 +87,32 @@ static uint64_t *region_field(struct smi_region *r, const char *stat)
 	return NULL;
 }
 
+/* "unmapped 0x10000000": the kind of fault and its address; else none. */
+static void parse_fault(const char *s, struct smi_fault *fault)
+{
+	unsigned long long addr;
+	char kind[sizeof(fault->kind)];
+	int end = 0;
+
+	if (sscanf(s, "%23[a-z0-9-] %llx%n", kind, &addr, &end) != 2 || s[end])
+		return;
+	memcpy(fault->kind, kind, sizeof(kind));
+	fault->addr = addr;
+}
+
 /*
- * Parses the fdinfo of one descriptor. *@is_rbln tells whether it is an
- * rbln DRM client with a client id; the other outputs are only meaningful
- * then. Keys it does not know, and values it cannot parse, are ignored, as
- * drm-usage-stats.rst asks of tools. 0, or -errno of a read error.
+ * Parses the fdinfo of one descriptor into @info. @info->is_rbln tells
+ * whether it is an rbln DRM client with a client id; the rest is only
+ * meaningful then. Keys it does not know, and values it cannot parse, are
+ * ignored, as drm-usage-stats.rst asks of tools. 0, or -errno of a read
+ * error.
  */
-int smi_parse_fdinfo(FILE *f, bool *is_rbln, uint64_t *client_id,
-		     uint64_t *engine_ns, struct smi_region *device,
-		     struct smi_region *host)
+int smi_parse_fdinfo(FILE *f, struct smi_fdinfo *info)
 {
 	bool driver = false, have_id = false;
 	char line[256];
 
-	*is_rbln = false;
-	*engine_ns = 0;
-	memset(device, 0, sizeof(*device));
-	memset(host, 0, sizeof(*host));
-
+	memset(info, 0, sizeof(*info));
 	while (fgets(line, sizeof(line), f)) {
 		char *key = line, *value, *colon, *end;
 		struct smi_region *region = NULL;
@@ -138,11 +146,13 @@ int smi_parse_fdinfo(FILE *f, bool *is_rbln, uint64_t *client_id,
 			errno = 0;
 			id = strtoull(value, &end, 10);
 			if (!errno && end != value && !*end) {
-				*client_id = id;
+				info->client_id = id;
 				have_id = true;
 			}
 		} else if (!strcmp(key, "drm-engine-npu")) {
-			parse_ns(value, engine_ns);
+			parse_ns(value, &info->engine_ns);
+		} else if (!strcmp(key, SMI_DRIVER "-fault")) {
+			parse_fault(value, &info->fault);
 		} else if (!strncmp(key, "drm-", 4)) {
 			/* drm-<stat>-<region> */
 			char *dash = strrchr(key + 4, '-');
@@ -151,9 +161,9 @@ int smi_parse_fdinfo(FILE *f, bool *is_rbln, uint64_t *client_id,
 				continue;
 			*dash = '\0';
 			if (!strcmp(dash + 1, "device"))
-				region = device;
+				region = &info->device;
 			else if (!strcmp(dash + 1, "host"))
-				region = host;
+				region = &info->host;
 			if (!region)
 				continue;
 			field = region_field(region, key + 4);
@@ -163,7 +173,7 @@ int smi_parse_fdinfo(FILE *f, bool *is_rbln, uint64_t *client_id,
 	}
 	if (ferror(f))
 		return -EIO;
-	*is_rbln = driver && have_id;
+	info->is_rbln = driver && have_id;
 	return 0;
 }
 
@@ -220,36 +230,39 @@ static struct smi_process *proc_entry(struct smi_snapshot *snap, size_t *cap,
 	return p;
 }
 
-static int add_client(struct smi_process *p, uint64_t id, uint64_t engine_ns,
-		      const struct smi_region *device, const struct smi_region *host)
+static int add_client(struct smi_process *p, const struct smi_fdinfo *info)
 {
+	struct smi_fault *faults;
 	uint64_t *ids;
 	size_t i;
 
 	for (i = 0; i < p->nclients; i++)
-		if (p->clients[i] == id)
+		if (p->clients[i] == info->client_id)
 			return 0;	/* another descriptor of the same file */
 	ids = realloc(p->clients, (p->nclients + 1) * sizeof(*ids));
 	if (!ids)
 		return -ENOMEM;
 	p->clients = ids;
-	p->clients[p->nclients++] = id;
-	p->engine_ns += engine_ns;
-	p->device.total += device->total;
-	p->device.shared += device->shared;
-	p->device.active += device->active;
-	p->device.resident += device->resident;
-	p->host.total += host->total;
-	p->host.shared += host->shared;
-	p->host.active += host->active;
-	p->host.resident += host->resident;
+	faults = realloc(p->faults, (p->nclients + 1) * sizeof(*faults));
+	if (!faults)
+		return -ENOMEM;
+	p->faults = faults;
+	p->clients[p->nclients] = info->client_id;
+	p->faults[p->nclients++] = info->fault;
+	p->engine_ns += info->engine_ns;
+	p->device.total += info->device.total;
+	p->device.shared += info->device.shared;
+	p->device.active += info->device.active;
+	p->device.resident += info->device.resident;
+	p->host.total += info->host.total;
+	p->host.shared += info->host.shared;
+	p->host.active += info->host.active;
+	p->host.resident += info->host.resident;
 	return 0;
 }
 
 /* Reads one descriptor's fdinfo; -ENOENT when it was closed meanwhile. */
-static int read_fdinfo(int infodir, const char *fd, bool *is_rbln, uint64_t *id,
-		       uint64_t *engine_ns, struct smi_region *device,
-		       struct smi_region *host)
+static int read_fdinfo(int infodir, const char *fd, struct smi_fdinfo *info)
 {
 	FILE *f;
 	int ifd, ret;
@@ -263,7 +276,7 @@ static int read_fdinfo(int infodir, const char *fd, bool *is_rbln, uint64_t *id,
 		close(ifd);
 		return ret;
 	}
-	ret = smi_parse_fdinfo(f, is_rbln, id, engine_ns, device, host);
+	ret = smi_parse_fdinfo(f, info);
 	fclose(f);
 	return ret;
 }
@@ -319,12 +332,10 @@ static int scan_process(struct smi_snapshot *snap, size_t *cap, pid_t pid)
 	}
 
 	while ((de = readdir(dir))) {
-		struct smi_region device, host;
 		const struct smi_device *d;
-		uint64_t id, engine_ns;
+		struct smi_fdinfo info;
 		struct smi_process *p;
 		struct stat st;
-		bool is_rbln;
 		ssize_t n;
 
 		if (de->d_name[0] == '.')
@@ -344,8 +355,7 @@ static int scan_process(struct smi_snapshot *snap, size_t *cap, pid_t pid)
 		d = find_device(snap, st.st_rdev);
 		if (!d)
 			continue;
-		ret = read_fdinfo(infodir, de->d_name, &is_rbln, &id, &engine_ns, &device,
-				  &host);
+		ret = read_fdinfo(infodir, de->d_name, &info);
 		if (ret) {
 			/* Closed meanwhile, or the process is exiting. */
 			if (fatal(ret))
@@ -353,14 +363,14 @@ static int scan_process(struct smi_snapshot *snap, size_t *cap, pid_t pid)
 			ret = 0;
 			continue;
 		}
-		if (!is_rbln)
+		if (!info.is_rbln)
 			continue;
 		p = proc_entry(snap, cap, first, pid, d->index);
 		if (!p) {
 			ret = -ENOMEM;
 			break;
 		}
-		ret = add_client(p, id, engine_ns, &device, &host);
+		ret = add_client(p, &info);
 		if (ret)
 			break;
 	}

@@ -82,12 +82,29 @@ struct smi_region {
 	uint64_t resident;
 };
 
+/* The fault that banned a client's context: fdinfo's rbln-fault. */
+struct smi_fault {
+	char kind[24];			/* as the driver names it; "": none */
+	uint64_t addr;
+};
+
+/* What the fdinfo of one descriptor says. */
+struct smi_fdinfo {
+	bool is_rbln;			/* an rbln DRM client with a client id */
+	uint64_t client_id;
+	uint64_t engine_ns;
+	struct smi_region device;
+	struct smi_region host;
+	struct smi_fault fault;
+};
+
 /* One process's files on one device, every distinct DRM client counted once. */
 struct smi_process {
 	pid_t pid;
 	char name[64];			/* /proc/PID/comm */
 	unsigned int dev_index;		/* index of struct smi_device */
 	uint64_t *clients;		/* drm-client-id, in the order found */
+	struct smi_fault *faults;	/* of each client */
 	size_t nclients;
 	uint64_t engine_ns;		/* drm-engine-npu */
 	struct smi_region device;
@@ -122,9 +139,7 @@ int smi_read_u64(const char *path, uint64_t *value);
 
 /* procs.c */
 int smi_read_processes(struct smi_snapshot *snap);
-int smi_parse_fdinfo(FILE *f, bool *is_rbln, uint64_t *client_id,
-		     uint64_t *engine_ns, struct smi_region *device,
-		     struct smi_region *host);
+int smi_parse_fdinfo(FILE *f, struct smi_fdinfo *info);
 
 /* output.c, json.c: each writes one frame to @out; 0 or -errno. */
 struct smi_view {
