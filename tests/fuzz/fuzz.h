@@ -243,6 +243,7 @@ struct fz_job {
 	uint64_t unlisted[FZ_MAX_UNLISTED];	/* serials, as in struct fz_cmd */
 	unsigned int nunlisted;
 	uint64_t vm_hole, vm_hole_size;	/* as in struct fz_cmd */
+	const char *fault_kinds;	/* as in struct fz_cmd */
 };
 
 /* A VM_RESERVE range of a file. */
@@ -426,6 +427,8 @@ struct fz_cmd {
 	uint64_t vm_wait;
 	/* Bind range it touches that must be unmapped: a later bind there makes it uncertain. */
 	uint64_t vm_hole, vm_hole_size;
+	/* The kinds of fault (fdinfo's names, space-separated) it must fault with, or NULL. */
+	const char *fault_kinds;
 };
 
 void fz_cmd_init(struct fz_cmd *c, struct fz_file *f, void *buf, uint32_t cap);

@@ -24,6 +24,7 @@ void fz_cmd_init(struct fz_cmd *c, struct fz_file *f, void *buf, uint32_t cap)
 	c->nunlisted = 0;
 	c->vm_wait = 0;
 	c->vm_hole = c->vm_hole_size = 0;
+	c->fault_kinds = NULL;
 }
 
 /*
@@ -326,6 +327,8 @@ int fz_cmd_faulting_packet(struct fz *fz, struct fz_cmd *c, char *why, size_t le
 	struct fz_bo *bo;
 	unsigned int i;
 
+	/* Every address it picks reaches no page, or a read-only one (case 3). */
+	c->fault_kinds = "unmapped";
 	/* A peer whose exporter went: the identity must not reach a newcomer. */
 	for (i = 0; i < f->nbos; i++) {
 		bo = &f->bos[i];
@@ -363,6 +366,7 @@ int fz_cmd_faulting_packet(struct fz *fz, struct fz_cmd *c, char *why, size_t le
 			if ((bo->flags & RBLN_BO_READ_ONLY) && !(bo->flags & RBLN_BO_NO_VA) &&
 			    fz_bo_reachable(fz, bo)) {
 				fz_cmd_use(c, bo);
+				c->fault_kinds = "write-protected";
 				snprintf(why, len, "DMA_FILL of read-only %#llx",
 					 (unsigned long long)bo->va);
 				return rbln_drm_cmd_dma_fill(&c->enc, bo->va, 1, 4);
@@ -391,6 +395,7 @@ int fz_cmd_malformed_packet(struct fz *fz, struct fz_cmd *c, char *why, size_t l
 	uint64_t p[7] = { 0 };
 	uint32_t *w = (uint32_t *)p, size = 32;
 
+	c->fault_kinds = "malformed illegal-opcode";
 	switch (fz_below(r, 9)) {
 	case 0: {
 		static const uint8_t ops[] = { 0x03, 0x0f, 0x15, 0x1f, 0x21, 0x80, 0xff };

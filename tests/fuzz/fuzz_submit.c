@@ -243,6 +243,7 @@ static struct fz_job *submit(struct fz *fz, struct submit *s)
 	j->nunlisted = s->c.nunlisted;
 	j->vm_hole = s->c.vm_hole;
 	j->vm_hole_size = s->c.vm_hole_size;
+	j->fault_kinds = s->c.fault_kinds;
 	if (s->cmd) {
 		j->cmd_serial = s->cmd->serial;
 		s->cmd->cmd_busy++;
@@ -309,17 +310,22 @@ static unsigned int injection_suspects(struct fz_file *f)
  * when two could, which one's injection is spent is not known, and both
  * stay pending, a lenience that the next replug of either ends.
  */
-static bool take_injected_fault(struct fz *fz, struct fz_file *f)
+/* The devices (bits) with an injection pending that could explain @f's fault. */
+static unsigned int injection_armed(struct fz *fz, struct fz_file *f)
 {
 	unsigned int suspects = injection_suspects(f), armed = 0;
-	int devi, last = -1;
 
-	for (devi = 0; devi < FZ_MAX_DEVICES; devi++) {
-		if ((suspects & 1u << devi) && atomic_load(&fz->sh->inject_pending[devi]) > 0) {
+	for (int devi = 0; devi < FZ_MAX_DEVICES; devi++)
+		if ((suspects & 1u << devi) && atomic_load(&fz->sh->inject_pending[devi]) > 0)
 			armed |= 1u << devi;
-			last = devi;
-		}
-	}
+	return armed;
+}
+
+static bool take_injected_fault(struct fz *fz, struct fz_file *f)
+{
+	unsigned int armed = injection_armed(fz, f);
+	int last = armed ? 31 - __builtin_clz(armed) : -1;
+
 	if (!armed)
 		return false;
 	if (armed & (armed - 1))
@@ -338,6 +344,37 @@ static void print_commands(const struct fz_job *j)
 			fprintf(stderr, " %016llx", (unsigned long long)j->cmd[k]);
 		fputc('\n', stderr);
 	}
+}
+
+/*
+ * A job meant to fault that did banned its context with its fault: the
+ * kind fdinfo reports must be one it was built to make, unless an
+ * injection pending on a device it reaches could have struck first.
+ */
+static void check_fault_kind(struct fz *fz, struct fz_file *f, const struct fz_job *j)
+{
+	char fault[128], kind[32];
+	unsigned long long addr;
+	size_t n;
+
+	if (!j->fault_kinds)
+		return;
+	if (rbln_test_fdinfo_value(f->fd, "rbln-fault:", fault, sizeof(fault)) ||
+	    sscanf(fault, "%31s %llx", kind, &addr) != 2) {
+		fz_print_file(fz, f);
+		fz_fail(fz, "job '%s' of iteration %llu faulted, but fdinfo names no fault",
+			j->what, (unsigned long long)j->iteration);
+	}
+	n = strlen(kind);
+	for (const char *k = j->fault_kinds; *k; k += strcspn(k, " "), k += *k == ' ')
+		if (!strncmp(k, kind, n) && (k[n] == ' ' || !k[n]))
+			return;
+	if (injection_armed(fz, f))
+		return;
+	print_commands(j);
+	fz_print_file(fz, f);
+	fz_fail(fz, "job '%s' of iteration %llu faulted with %s at %#llx; it was made to fault with %s",
+		j->what, (unsigned long long)j->iteration, kind, addr, j->fault_kinds);
 }
 
 /* The outcome of a job against what it was: fails the run if they disagree. */
@@ -394,11 +431,13 @@ static void judge(struct fz *fz, struct fz_file *f, const struct fz_job *j, int 
 			err == EFAULT ? " and no fault was injected" : "");
 		break;
 	case FZ_JOB_FAULT:
-		if (status != 1)
-			break;
-		print_commands(j);
-		fz_fail(fz, "job '%s' of iteration %llu succeeded; it must fault",
-			j->what, (unsigned long long)j->iteration);
+		if (status == 1) {
+			print_commands(j);
+			fz_fail(fz, "job '%s' of iteration %llu succeeded; it must fault",
+				j->what, (unsigned long long)j->iteration);
+		}
+		if (err == EFAULT)
+			check_fault_kind(fz, f, j);
 		break;
 	case FZ_JOB_ANY:
 		break;
@@ -586,9 +625,12 @@ void fz_peer_revoked(struct fz_file *f, int devi)
 
 	f->peers &= ~(1u << devi);
 	f->may_be_banned = true;
-	for (i = 0; i < f->njobs; i++)
+	for (i = 0; i < f->njobs; i++) {
 		if (f->jobs[i].expect == FZ_JOB_VALID)
 			f->jobs[i].expect = FZ_JOB_ANY;
+		/* A packet before the one meant to fault may fault first. */
+		f->jobs[i].fault_kinds = NULL;
+	}
 }
 
 /* The file is closed or its device gone: its syncobjs went with it. */
@@ -677,6 +719,7 @@ void op_submit_fault(struct fz *fz)
 	s.expect = FZ_JOB_FAULT;
 	if (fz_chance(&fz->rng, 20)) {
 		s.cmd = NULL;
+		s.c.fault_kinds = "unmapped";
 		s.cmd_va = fz_bad_va(fz, s.f, true) & ~7ull;
 		s.cmd_size = 8 * (1 + fz_below(&fz->rng, 64));
 		snprintf(s.what, sizeof(s.what), "commands at %#llx",

@@ -794,6 +794,7 @@ int fz_cmd_unbound_packet(struct fz *fz, struct fz_cmd *c, enum fz_expect *expec
 		*expect = FZ_JOB_MAY_FAULT;
 	} else {
 		*expect = FZ_JOB_FAULT;
+		c->fault_kinds = "unmapped";
 		c->vm_hole = page;
 		c->vm_hole_size = FZ_PAGE;
 		kind = "reserved, unmapped,";

@@ -31,8 +31,9 @@
  *	ioctl on an unplugged device -ENODEV, a job of valid packets on live
  *	objects succeeds unless a timeout, an injection (of the kind that
  *	makes the fault fdinfo reports), a ban or its queue's destruction
- *	explains otherwise, a job touching what it may not fails, every job
- *	ends, no device memory stays in use once every file is closed.
+ *	explains otherwise, a job touching what it may not fails with the
+ *	kind of fault it was made to cause, every job ends, no device memory
+ *	stays in use once every file is closed.
  *	Elsewhere the oracle is the kernel log: a supervisor process watches
  *	/dev/kmsg for splats and the worker for progress.
  *
