@@ -522,6 +522,47 @@ TEST_F(prime, exporter_failing_to_map_fails_the_use_not_the_object)
 	rbln_test_buf_free(self->a, &out);
 }
 
+/*
+ * One foreign buffer imported by two files of a device and one of
+ * another: each import is an attachment of its own, and all three map
+ * the same pages at once. Each reads the buffer byte for byte. Under
+ * DMA-API debugging, an exporter that syncs each mapping on its own
+ * (maps without DMA_ATTR_SKIP_CPU_SYNC) is reported for the overlap, as
+ * the tests' exporter was.
+ */
+TEST_F(prime, foreign_buffer_mapped_by_three_importers_at_once)
+{
+	struct rbln_drm_device *devs[3] = { self->a, self->a2, self->b };
+	struct rbln_drm_bo_info info;
+	struct rbln_test_buf out[3];
+	uint32_t h[3], bos[2], i, k;
+	const uint8_t *p;
+	int buf;
+
+	buf = test_export(4, RBLN_TEST_SG_PAGES, 0);
+	ASSERT_LE(0, buf) TH_LOG("the tests' exporter: %s", strerror(-buf));
+	for (k = 0; k < 3; k++) {
+		ASSERT_EQ(0, rbln_drm_bo_import(devs[k], buf, &h[k]));
+		ASSERT_EQ(0, rbln_test_buf_new(devs[k], 4 * PAGE, RBLN_BO_HOST, 0, &out[k]));
+	}
+	close(buf);
+	/* Each job maps its import and keeps it mapped: all three at once by the last. */
+	for (k = 0; k < 3; k++) {
+		ASSERT_EQ(0, rbln_drm_bo_info(devs[k], h[k], &info));
+		bos[0] = h[k];
+		bos[1] = out[k].handle;
+		EXPECT_EQ(1, dma_copy(devs[k], out[k].va, info.va, 4 * PAGE, bos, 2)) TH_LOG("file %u", k);
+		p = out[k].cpu;
+		for (i = 0; i < 4 * PAGE; i++)
+			ASSERT_EQ((uint8_t)((i / PAGE + 1) * 16 + i % 16), p[i])
+				TH_LOG("file %u, byte %u", k, i);
+	}
+	for (k = 0; k < 3; k++) {
+		rbln_test_buf_free(devs[k], &out[k]);
+		rbln_drm_bo_close(devs[k], h[k]);
+	}
+}
+
 /* The tests' exporter refuses what it cannot make: its own rejection paths. */
 TEST_F(prime, test_exporter_rejects_bad_input)
 {

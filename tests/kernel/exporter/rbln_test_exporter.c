@@ -59,7 +59,13 @@ static struct sg_table *rbln_test_map(struct dma_buf_attachment *attach,
 			len -= RBLN_TEST_SG_SKEW;
 		sg_set_page(sg, buf->pages[i], len - off, off);
 	}
-	ret = dma_map_sgtable(attach->dev, sgt, dir, 0);
+	/*
+	 * As drm_prime and udmabuf do: every attachment maps the same pages,
+	 * and cache maintenance for one mapping would clobber what a device
+	 * writes through another on a machine without coherent DMA, which
+	 * DMA-API debugging reports as overlapping mappings.
+	 */
+	ret = dma_map_sgtable(attach->dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
 	if (ret)
 		goto err_table;
 	return sgt;
@@ -74,7 +80,7 @@ err_free:
 static void rbln_test_unmap(struct dma_buf_attachment *attach, struct sg_table *sgt,
 			    enum dma_data_direction dir)
 {
-	dma_unmap_sgtable(attach->dev, sgt, dir, 0);
+	dma_unmap_sgtable(attach->dev, sgt, dir, DMA_ATTR_SKIP_CPU_SYNC);
 	sg_free_table(sgt);
 	kfree(sgt);
 }
