@@ -391,6 +391,8 @@ void fz_forget_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
 void fz_close_bo(struct fz *fz, struct fz_file *f, struct fz_bo *bo);
 bool fz_mem_reachable(struct fz *fz, int mem_dev, unsigned int mem_gen);
 bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo);
+#define FZ_FAULT_KIND		32	/* bytes of a fault's kind, as fdinfo names it */
+bool fz_file_fault(const struct fz_file *f, char *kind, uint64_t *addr);
 void fz_print_file(struct fz *fz, const struct fz_file *f);
 void fz_bo_set_memory(struct fz *fz, struct fz_file *f, struct fz_bo *bo, int mem_dev,
 		      unsigned int mem_gen);

@@ -420,17 +420,36 @@ bool fz_bo_reachable(struct fz *fz, const struct fz_bo *bo)
 }
 
 /*
+ * The fault that banned @f, as fdinfo's rbln-fault gives it: its kind
+ * into @kind (FZ_FAULT_KIND bytes) and its address. False when there is
+ * none.
+ */
+bool fz_file_fault(const struct fz_file *f, char *kind, uint64_t *addr)
+{
+	unsigned long long a;
+	char value[128];
+
+	if (rbln_test_fdinfo_value(f->fd, "rbln-fault:", value, sizeof(value)) ||
+	    sscanf(value, "%31s %llx", kind, &a) != 2)
+		return false;
+	*addr = a;
+	return true;
+}
+
+/*
  * What a failure report needs of @f: the fault the kernel says banned it,
  * and the objects and mappings the fuzzer believes it has.
  */
 void fz_print_file(struct fz *fz, const struct fz_file *f)
 {
-	char fault[128] = "none";
+	char kind[FZ_FAULT_KIND] = "none";
+	uint64_t addr = 0;
 	unsigned int i;
 
-	rbln_test_fdinfo_value(f->fd, "rbln-fault:", fault, sizeof(fault));
-	fprintf(stderr, "rbln_fuzz: file %u (fd %d, %s): fault %s; %u objects, %u mappings%s%s\n",
-		fz_file_index(fz, f), f->fd, fz->devs[f->devi].name, fault, f->nbos, f->nvmaps,
+	fz_file_fault(f, kind, &addr);
+	fprintf(stderr, "rbln_fuzz: file %u (fd %d, %s): fault %s %#llx; %u objects, %u mappings%s%s\n",
+		fz_file_index(fz, f), f->fd, fz->devs[f->devi].name, kind,
+		(unsigned long long)addr, f->nbos, f->nvmaps,
 		f->may_be_banned ? ", may be banned" : "", f->ghosts ? ", ghosts" : "");
 	for (i = 0; i < f->nbos; i++) {
 		const struct fz_bo *bo = &f->bos[i];

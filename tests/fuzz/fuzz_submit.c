@@ -285,15 +285,14 @@ static void forget_job(struct fz_file *f, unsigned int i)
 static unsigned int injection_suspects(struct fz_file *f)
 {
 	unsigned int own = 1u << f->devi, i;
-	unsigned long long addr;
-	char fault[128], type[32];
+	char kind[FZ_FAULT_KIND];
+	uint64_t addr;
 
-	if (rbln_test_fdinfo_value(f->fd, "rbln-fault:", fault, sizeof(fault)) ||
-	    sscanf(fault, "%31s %llx", type, &addr) != 2)
+	if (!fz_file_fault(f, kind, &addr))
 		return own | f->peers;
-	if (!strcmp(type, "unmapped"))
+	if (!strcmp(kind, "unmapped"))
 		return own;
-	if (strcmp(type, "dma"))
+	if (strcmp(kind, "dma"))
 		return 0;
 	for (i = 0; i < f->nbos; i++) {
 		const struct fz_bo *bo = &f->bos[i];
@@ -305,11 +304,6 @@ static unsigned int injection_suspects(struct fz_file *f)
 	return own | f->peers;
 }
 
-/*
- * Takes the fault injected into the one device that can explain @f's:
- * when two could, which one's injection is spent is not known, and both
- * stay pending, a lenience that the next replug of either ends.
- */
 /* The devices (bits) with an injection pending that could explain @f's fault. */
 static unsigned int injection_armed(struct fz *fz, struct fz_file *f)
 {
@@ -321,17 +315,23 @@ static unsigned int injection_armed(struct fz *fz, struct fz_file *f)
 	return armed;
 }
 
+/*
+ * Takes the fault injected into the one device that can explain @f's:
+ * when two could, which one's injection is spent is not known, and both
+ * stay pending, a lenience that the next replug of either ends.
+ */
 static bool take_injected_fault(struct fz *fz, struct fz_file *f)
 {
 	unsigned int armed = injection_armed(fz, f);
-	int last = armed ? 31 - __builtin_clz(armed) : -1;
+	_Atomic int *pending;
 
 	if (!armed)
 		return false;
 	if (armed & (armed - 1))
 		return true;
-	for (int p = atomic_load(&fz->sh->inject_pending[last]); p > 0;)
-		if (atomic_compare_exchange_weak(&fz->sh->inject_pending[last], &p, p - 1))
+	pending = &fz->sh->inject_pending[__builtin_ctz(armed)];
+	for (int p = atomic_load(pending); p > 0;)
+		if (atomic_compare_exchange_weak(pending, &p, p - 1))
 			return true;
 	return false;
 }
@@ -353,18 +353,18 @@ static void print_commands(const struct fz_job *j)
  */
 static void check_fault_kind(struct fz *fz, struct fz_file *f, const struct fz_job *j)
 {
-	char fault[128], kind[32];
-	unsigned long long addr;
+	char kind[FZ_FAULT_KIND];
+	uint64_t addr;
 	size_t n;
 
 	if (!j->fault_kinds)
 		return;
-	if (rbln_test_fdinfo_value(f->fd, "rbln-fault:", fault, sizeof(fault)) ||
-	    sscanf(fault, "%31s %llx", kind, &addr) != 2) {
+	if (!fz_file_fault(f, kind, &addr)) {
 		fz_print_file(fz, f);
 		fz_fail(fz, "job '%s' of iteration %llu faulted, but fdinfo names no fault",
 			j->what, (unsigned long long)j->iteration);
 	}
+	/* One of the space-separated words of fault_kinds. */
 	n = strlen(kind);
 	for (const char *k = j->fault_kinds; *k; k += strcspn(k, " "), k += *k == ' ')
 		if (!strncmp(k, kind, n) && (k[n] == ' ' || !k[n]))
@@ -374,7 +374,8 @@ static void check_fault_kind(struct fz *fz, struct fz_file *f, const struct fz_j
 	print_commands(j);
 	fz_print_file(fz, f);
 	fz_fail(fz, "job '%s' of iteration %llu faulted with %s at %#llx; it was made to fault with %s",
-		j->what, (unsigned long long)j->iteration, kind, addr, j->fault_kinds);
+		j->what, (unsigned long long)j->iteration, kind, (unsigned long long)addr,
+		j->fault_kinds);
 }
 
 /* The outcome of a job against what it was: fails the run if they disagree. */

@@ -18,13 +18,13 @@
  *	mutated: stale and unknown handles, huge sizes, pad fields and flags
  *	that must be zero, addresses inside objects, in their guard pages,
  *	below and beyond the address space up to 2^64, user pointers the
- *	kernel cannot read or write back. It builds
- *	command buffers from the ISA's packets, valid, faulting, malformed
- *	and randomly damaged, some running long enough to be in flight when
- *	the rest lands: handles and files closed under jobs, queues
- *	destroyed with jobs queued, munmap, fork with children dying
- *	mid-work, injected hangs, faults and DMA errors, short timeouts and
- *	short waits, and devices unplugged and added back.
+ *	kernel cannot read or write back. It builds command buffers from the
+ *	ISA's packets, valid, faulting, malformed and randomly damaged, some
+ *	running long enough to be in flight when the rest lands: handles and
+ *	files closed under jobs, queues destroyed with jobs queued, munmap,
+ *	fork with children dying mid-work, injected hangs, faults and DMA
+ *	errors, short timeouts and short waits, and devices unplugged and
+ *	added back.
  *
  *	Where the UAPI says for certain how a call ends, the outcome is
  *	checked: a nonzero pad is -EINVAL, an unknown handle -ENOENT, any
