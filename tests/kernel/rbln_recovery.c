@@ -11,6 +11,7 @@
 #include <linux/netlink.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -134,6 +135,54 @@ TEST_F(recovery, unmapped_access_faults_and_bans)
 	EXPECT_EQ(-1000 - ECANCELED, ctx_check(&self->a, 1));
 	/* The other context runs on, exactly. */
 	EXPECT_EQ(1, ctx_check(&self->b, 0x600d));
+}
+
+/* A second thread of the file reading its fdinfo while the fault lands. */
+struct fault_reader {
+	struct ctx *x;
+	atomic_bool stop;
+	unsigned int reads, torn;
+	char torn_value[64];
+};
+
+static void *read_faults(void *arg)
+{
+	struct fault_reader *r = arg;
+	char fault[64];
+
+	while (!atomic_load(&r->stop)) {
+		fault_of(r->x, fault, sizeof(fault));
+		r->reads++;
+		if (strcmp(fault, "none") && strcmp(fault, "unmapped 0x20000000")) {
+			r->torn++;
+			snprintf(r->torn_value, sizeof(r->torn_value), "%s", fault);
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The fault is published with its address: a reader racing the interrupt
+ * handler sees no fault, or the whole one, never a kind without its
+ * address. Several faulting jobs in flight ban the context once.
+ */
+TEST_F(recovery, fdinfo_read_as_the_fault_lands)
+{
+	struct fault_reader r = { .x = &self->a };
+	struct rbln_drm_cmd c;
+	pthread_t thread;
+	char fault[64];
+
+	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, self->a.mem.va, 0, MIB));
+	ASSERT_EQ(0, rbln_drm_cmd_dma_copy(&c, self->a.out.va, 0x20000000ull, 64));
+	ASSERT_EQ(0, pthread_create(&thread, NULL, read_faults, &r));
+	EXPECT_EQ(-EFAULT, ctx_run(&self->a, c.len));
+	atomic_store(&r.stop, true);
+	ASSERT_EQ(0, pthread_join(thread, NULL));
+	EXPECT_EQ(0, r.torn) TH_LOG("read '%s'", r.torn_value);
+	EXPECT_LT(0, r.reads);
+	EXPECT_STREQ("unmapped 0x20000000", fault_of(&self->a, fault, sizeof(fault)));
 }
 
 TEST_F(recovery, guard_page_faults)
