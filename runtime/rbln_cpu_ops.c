@@ -56,7 +56,9 @@ static rbln_tensor *cpu_op(const char *name, enum cpu_fn fn, rbln_tensor *a, con
 	int64_t i;
 	void *in;
 
-	if (!rbln_tensor_ok(a, name) || rbln_tensor_host_data(a, &in, &from_device))
+	if (!rbln_tensor_ok(a, name) ||
+	    (a->device != RBLN_CPU && rbln_capture_refuse(a->device, NULL, name)) ||
+	    rbln_tensor_host_data(a, &in, &from_device))
 		return NULL;
 	if (from_device && active)
 		rbln_explain_bounce(name, true, a->nbytes, site);
@@ -127,6 +129,8 @@ rbln_status rbln_tensor_item(rbln_tensor *t, const int64_t *index, double *value
 
 	if (!rbln_tensor_ok(t, "rbln_tensor_item"))
 		return RBLN_ERROR_INVALID;
+	if (t->device != RBLN_CPU && rbln_capture_refuse(t->device, NULL, "rbln_tensor_item"))
+		return RBLN_ERROR_CAPTURE;
 	if (!value || (t->ndim && !index))
 		return rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_item: NULL %s",
 				 value ? "index" : "value");
@@ -218,8 +222,10 @@ rbln_status rbln_tensor_print(rbln_tensor *t, FILE *f)
 		return RBLN_ERROR_INVALID;
 	if (!f)
 		return rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_print: NULL stream");
+	if (t->device != RBLN_CPU && rbln_capture_refuse(t->device, NULL, "rbln_tensor_print"))
+		return RBLN_ERROR_CAPTURE;
 	if (rbln_tensor_host_data(t, &data, &from_device))
-		return RBLN_ERROR_DEVICE;
+		return rbln_last_status();
 	if (active && from_device)
 		rbln_explain_bounce("print", true, t->nbytes, site);
 	p = (struct printer) { .f = f, .t = t, .data = data, .summarize = t->numel > PRINT_THRESHOLD };

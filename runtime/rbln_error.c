@@ -54,6 +54,8 @@ const char *rbln_status_name(rbln_status status)
 		return "RBLN_ERROR_BUSY";
 	case RBLN_ERROR_UNSUPPORTED:
 		return "RBLN_ERROR_UNSUPPORTED";
+	case RBLN_ERROR_CAPTURE:
+		return "RBLN_ERROR_CAPTURE";
 	}
 	return "RBLN_ERROR_UNKNOWN";
 }

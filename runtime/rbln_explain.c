@@ -61,6 +61,7 @@ struct rbln_explain {
 	struct bounce_entry *bounces;
 	size_t nbounces, capbounces;
 	int64_t unattributed;
+	int64_t replays, replay_ops, replay_ns;
 
 	/* Built by end(), read-only afterwards. */
 	struct rbln_explain_dump dump;
@@ -146,6 +147,20 @@ void rbln_explain_dispatch(enum rbln_dispatch_kind kind, const char *op, uint64_
 		break;
 	}
 out:
+	pthread_mutex_unlock(&explain_lock);
+}
+
+void rbln_explain_graph_replay(int64_t ops, uint64_t ns)
+{
+	struct rbln_explain *e;
+
+	pthread_mutex_lock(&explain_lock);
+	e = explain_current;
+	if (e) {
+		e->replays++;
+		e->replay_ops += ops;
+		e->replay_ns += (int64_t)ns;
+	}
 	pthread_mutex_unlock(&explain_lock);
 }
 
@@ -685,12 +700,16 @@ static bool build_report(struct rbln_explain *e)
 		{ "Signal", false }, { "Count", true }, { "Bytes", true }, { "Note", false },
 	};
 	const struct rbln_explain_dump *d = &e->dump;
+	const char *graph_note = d->graph_replay.count ?
+		keep(e, "%" PRId64 " captured %s replayed (not overhead)", d->graph_replay.ops,
+		     plural(d->graph_replay.ops, "op", "ops")) : "";
 	const struct {
 		const char *signal;
 		int64_t count, bytes;	/* bytes < 0: not a transfer */
 		const char *note;	/* the remedy, when it fired */
 	} rows[] = {
 		{ "warm_hit", d->dispatch.warm_hit.count, -1, "cached programs reused (not overhead)" },
+		{ "graph_replay", d->graph_replay.count, -1, graph_note },
 		{ "recompile", d->dispatch.recompile.count, -1, remedy_shapes },
 		{ "cpu_fallback", d->dispatch.cpu_fallback.count, -1, remedy_device },
 		{ "host_bounce (device->host)", d->host_bounce.to_host_count,
@@ -774,6 +793,9 @@ static bool build_results(struct rbln_explain *e)
 	d->host_bounce.count = e->to_host_count + e->to_device_count;
 	d->host_bounce.bytes = e->to_host_bytes + e->to_device_bytes;
 	d->unattributed = e->unattributed;
+	d->graph_replay.count = e->replays;
+	d->graph_replay.ops = e->replay_ops;
+	d->graph_replay.ns = e->replay_ns;
 
 	rbln_residency_get(&res);
 	d->residency.device_bytes = res.device_bytes;
@@ -1022,6 +1044,12 @@ char *rbln_explain_dump_json(const rbln_explain *e)
 	    !rbln_json_add(o, "current", json_object_new_int64(d->device_memory.current)) ||
 	    !rbln_json_add(o, "peak", json_object_new_int64(d->device_memory.peak)) ||
 	    !rbln_json_add(root, "unattributed", json_object_new_int64(d->unattributed)))
+		goto fail;
+	o = json_object_new_object();
+	if (!rbln_json_add(root, "graph_replay", o) ||
+	    !rbln_json_add(o, "count", json_object_new_int64(d->graph_replay.count)) ||
+	    !rbln_json_add(o, "ops", json_object_new_int64(d->graph_replay.ops)) ||
+	    !rbln_json_add(o, "ns", json_object_new_int64(d->graph_replay.ns)))
 		goto fail;
 	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
 					      JSON_C_TO_STRING_NOSLASHESCAPE);

@@ -53,6 +53,9 @@ void rbln_explain_dispatch(enum rbln_dispatch_kind kind, const char *op, uint64_
  */
 void rbln_explain_bounce(const char *op, bool to_host, uint64_t bytes, const void *site);
 
+/* A graph of @ops ops replayed, its submission taking @ns of host time. */
+void rbln_explain_graph_replay(int64_t ops, uint64_t ns);
+
 /* Where tensor data lives now, over every device opened (rbln_tensor.c). */
 struct rbln_residency {
 	int64_t device_bytes;		/* tensor data in device memory */

@@ -143,6 +143,7 @@ struct rbln_tensor {
 	bool materialized;
 	int nshards;
 	struct rbln_shard *shards;
+	unsigned int refs;		/* the caller's, until rbln_tensor_free(), and each graph's */
 	rbln_tensor *pool_next;		/* freed: in the pool of tensor structs */
 };
 
@@ -150,6 +151,9 @@ struct rbln_tensor {
 
 /* Is @t a live tensor? Else fails naming @fn. */
 bool rbln_tensor_ok(const rbln_tensor *t, const char *fn);
+/* Takes a reference to @t for a graph; rbln_tensor_put() drops it (the last one frees @t). */
+void rbln_tensor_get(rbln_tensor *t);
+void rbln_tensor_put(rbln_tensor *t);
 /* A new tensor on @device whose shards hold device memory and no host copy. */
 rbln_tensor *rbln_tensor_new_device(const int64_t *shape, int ndim, rbln_dtype dtype,
 				    int device, const char *fn);
@@ -197,9 +201,45 @@ void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_buf *b, uint64_t
 rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cpu, uint64_t *va);
 rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len,
 				    const uint32_t *bos, uint32_t n, uint64_t *point);
+/*
+ * Submits @len bytes of commands at @va, which the @n objects of @bos
+ * (the command buffer's among them) hold, as the device's next point;
+ * with d->lock held.
+ */
+rbln_status rbln_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len, const uint32_t *bos,
+			       uint32_t n, uint64_t *point);
 rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point);
 bool rbln_point_done(struct rbln_dev *d, uint64_t point);
 void rbln_reap_locked(struct rbln_dev *d);
+
+/*
+ * Graph capture (rbln_graph.c). The capture of the calling thread, if it
+ * captures on logical device @device (any device: -2), else NULL: a
+ * thread-local load when it captures nothing.
+ */
+struct rbln_graph;
+struct rbln_graph *rbln_capture_of(int device);
+/*
+ * Fails with RBLN_ERROR_CAPTURE, invalidating the capture, when the
+ * calling thread captures on a logical device that shares a member with
+ * @device (-1: the current device) or holds @d (when not NULL): @what names
+ * what cannot be captured. RBLN_OK otherwise.
+ */
+rbln_status rbln_capture_refuse(int device, struct rbln_dev *d, const char *what);
+/* Fails op @op when @g was invalidated already. */
+rbln_status rbln_capture_valid(struct rbln_graph *g, const char *op);
+/* An op failed while captured: the capture is invalidated with its status and message. */
+void rbln_capture_failed(struct rbln_graph *g, rbln_status st);
+/*
+ * Room for @len bytes of one op's commands on member @d of graph @g
+ * (in *@cpu), run with the @n objects of @bos; ops count the op.
+ */
+rbln_status rbln_graph_record(struct rbln_graph *g, struct rbln_dev *d, uint32_t len,
+			      const uint32_t *bos, uint32_t n, void **cpu);
+/* The graph keeps @t, and so its device memory, until it is freed. */
+rbln_status rbln_graph_hold(struct rbln_graph *g, rbln_tensor *t);
+/* One op captured (counted once however many members ran it). */
+void rbln_graph_count_op(struct rbln_graph *g);
 
 /* File-backed host memory (rbln_offload.c) */
 void *rbln_offload_alloc(size_t size, char *path);

@@ -188,30 +188,41 @@ rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cp
 	return RBLN_OK;
 }
 
-rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len,
-				    const uint32_t *bos, uint32_t n, uint64_t *point)
+rbln_status rbln_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len, const uint32_t *bos,
+			       uint32_t n, uint64_t *point)
 {
 	struct drm_rbln_sync signal = { .handle = slot_of(d, d->point + 1) };
-	struct rbln_cmd_ring *r = d->ring;
-	uint32_t all[2 * RBLN_MAX_MEMBERS + 4];
-	unsigned int slot;
 	rbln_status st;
 	int ret;
 
-	if (n >= sizeof(all) / sizeof(all[0]))
-		return rbln_fail(RBLN_ERROR_INVALID, "internal: %u objects in a job", n);
 	/* The slot's previous point must be done before its fence is replaced. */
 	if (d->point + 1 > RBLN_SYNC_SLOTS) {
 		st = wait_done(d, d->point + 1 - RBLN_SYNC_SLOTS);
 		if (st)
 			return st;
 	}
-	memcpy(all, bos, n * sizeof(*bos));
-	all[n] = r->buf->handle;
-	ret = rbln_drm_submit(d->drm, d->queue, va, len, all, n + 1, NULL, 0, &signal);
+	ret = rbln_drm_submit(d->drm, d->queue, va, len, bos, n, NULL, 0, &signal);
 	if (ret)
 		return rbln_fail(RBLN_ERROR_DEVICE, "cannot submit work: %s", strerror(-ret));
 	*point = ++d->point;
+	return RBLN_OK;
+}
+
+rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len,
+				    const uint32_t *bos, uint32_t n, uint64_t *point)
+{
+	struct rbln_cmd_ring *r = d->ring;
+	uint32_t all[2 * RBLN_MAX_MEMBERS + 4];
+	unsigned int slot;
+	rbln_status st;
+
+	if (n >= sizeof(all) / sizeof(all[0]))
+		return rbln_fail(RBLN_ERROR_INVALID, "internal: %u objects in a job", n);
+	memcpy(all, bos, n * sizeof(*bos));
+	all[n] = r->buf->handle;
+	st = rbln_submit_locked(d, va, len, all, n + 1, point);
+	if (st)
+		return st;
 	slot = (r->first + r->count++) % RBLN_SYNC_SLOTS;
 	r->jobs[slot].end = r->next;
 	r->jobs[slot].point = *point;

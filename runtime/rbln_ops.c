@@ -30,6 +30,7 @@ struct op {
 	bool gather_a;		/* the members that compute need all of a */
 	bool replicate_b;	/* every member needs all of b */
 	const void *site;
+	struct rbln_graph *graph;	/* capturing it, not running it */
 };
 
 /* The shape of shard @i of @t. */
@@ -62,11 +63,11 @@ static uint32_t add_bo(uint32_t *bos, uint32_t n, const struct rbln_shard *s)
 /*
  * Runs the program for @key on @d with operands @args, a job that uses
  * @bos (@nbos of them); its point in *@point, *@compiled if it was
- * compiled for this.
+ * compiled for this. With @g, records it in that graph instead (point 0).
  */
-static rbln_status run_program(struct rbln_dev *d, const struct rbln_program_key *key,
-			       const uint64_t *args, const uint32_t *bos, uint32_t nbos,
-			       bool *compiled, uint64_t *point)
+static rbln_status run_program(struct rbln_dev *d, struct rbln_graph *g,
+			       const struct rbln_program_key *key, const uint64_t *args,
+			       const uint32_t *bos, uint32_t nbos, bool *compiled, uint64_t *point)
 {
 	struct rbln_program *p;
 	rbln_status st;
@@ -78,6 +79,14 @@ static rbln_status run_program(struct rbln_dev *d, const struct rbln_program_key
 	if (!p)
 		return RBLN_ERROR_INVALID;
 	*compiled |= c;
+	if (g) {
+		*point = 0;
+		st = rbln_graph_record(g, d, rbln_program_size(p), bos, nbos, &cmd);
+		if (!st)
+			rbln_program_emit(p, cmd, args);
+		rbln_program_put(p);
+		return st;
+	}
 	pthread_mutex_lock(&d->lock);
 	st = rbln_ring_reserve_locked(d, rbln_program_size(p), &cmd, &va);
 	if (!st) {
@@ -150,7 +159,7 @@ static rbln_status run_shard(struct op *op, int i, struct rbln_shard *a, struct 
 			if (key.ndim_b == 3)
 				key.shape_b[0] = cnt;
 		}
-		st = run_program(d, &key, args, bos, n, compiled, &point);
+		st = run_program(d, op->graph, &key, args, bos, n, compiled, &point);
 		if (st)
 			break;
 		rbln_shard_used(a, point);
@@ -163,18 +172,69 @@ static rbln_status run_shard(struct op *op, int i, struct rbln_shard *a, struct 
 	return st;
 }
 
-/* Runs @op on every member; frees op->out on failure. */
+/*
+ * Can @op be captured? Its operands must be in device memory already (no
+ * copy from the host), and its members must not need each other's data.
+ */
+static rbln_status capture_check(struct op *op)
+{
+	const rbln_tensor *lazy = NULL;
+	char what[160];
+
+	if (rbln_capture_valid(op->graph, op->name))
+		return RBLN_ERROR_CAPTURE;
+	if (!__atomic_load_n(&op->a->materialized, __ATOMIC_ACQUIRE))
+		lazy = op->a;
+	else if (op->b && !__atomic_load_n(&op->b->materialized, __ATOMIC_ACQUIRE))
+		lazy = op->b;
+	else if (!__atomic_load_n(&op->out->materialized, __ATOMIC_ACQUIRE))
+		lazy = op->out;
+	if (lazy)
+		snprintf(what, sizeof(what),
+			 "%s: an operand still in host memory (lazy) would be copied to the device: materialize it before capturing",
+			 op->name);
+	else if ((op->replicate_b && op->out->nshards > 1) || (op->gather_a && op->a->nshards > 1))
+		snprintf(what, sizeof(what),
+			 "%s: copies an operand between the members of rbln:%d", op->name,
+			 op->out->device);
+	else
+		return RBLN_OK;
+	return rbln_capture_refuse(op->out->device, NULL, what);
+}
+
+/* The graph keeps the tensors of captured @op. */
+static rbln_status capture_hold(struct op *op)
+{
+	rbln_status st;
+
+	st = rbln_graph_hold(op->graph, op->a);
+	if (!st)
+		st = rbln_graph_hold(op->graph, op->b);
+	if (!st)
+		st = rbln_graph_hold(op->graph, op->out);
+	if (!st)
+		rbln_graph_count_op(op->graph);
+	return st;
+}
+
+/* Runs @op on every member, or captures it; frees op->out on failure. */
 static rbln_status dispatch(struct op *op)
 {
 	struct rbln_shard replicas[RBLN_MAX_MEMBERS], whole_a;
 	bool active = rbln_explain_active(), compiled = false, have_b = false, have_a = false;
 	uint64_t start = active ? rbln_explain_now() : 0;
-	rbln_status st;
+	rbln_status st = RBLN_OK;
 	int i;
 
-	st = rbln_tensor_ensure_device(op->a);
+	op->graph = rbln_capture_of(op->out->device);
+	if (op->graph)
+		st = capture_check(op);
+	if (!st)
+		st = rbln_tensor_ensure_device(op->a);
 	if (!st && op->b)
 		st = rbln_tensor_ensure_device(op->b);
+	if (!st && !op->owns_out)
+		st = rbln_tensor_ensure_device(op->out);
 	op->replicate_b = op->replicate_b && op->out->nshards > 1;
 	if (!st && op->replicate_b) {
 		st = rbln_tensor_replicate(op->b, replicas, op->out->nshards, op->name);
@@ -198,6 +258,10 @@ static rbln_status dispatch(struct op *op)
 		rbln_replicas_free(replicas, op->out->nshards);
 	if (have_a)
 		rbln_replicas_free(&whole_a, 1);
+	if (!st && op->graph)
+		st = capture_hold(op);
+	if (st && op->graph)
+		rbln_capture_failed(op->graph, st);
 	if (st) {
 		if (op->owns_out)
 			rbln_tensor_free(op->out);
@@ -455,8 +519,6 @@ rbln_status rbln_copy(rbln_tensor *dst, rbln_tensor *src)
 		return RBLN_ERROR_INVALID;
 	if (dst == src)
 		return RBLN_OK;
-	if (rbln_tensor_ensure_device(dst))
-		return RBLN_ERROR_OUT_OF_MEMORY;
 	return dispatch(&op);
 }
 

@@ -223,6 +223,7 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 		return NULL;
 	}
 	t->magic = RBLN_TENSOR_MAGIC;
+	t->refs = 1;
 	t->dtype = dtype;
 	t->ndim = ndim;
 	memcpy(t->shape, shape, ndim * sizeof(*shape));
@@ -303,15 +304,60 @@ rbln_tensor *rbln_tensor_new_device(const int64_t *shape, int ndim, rbln_dtype d
 	return tensor_new(shape, ndim, dtype, device, false, fn);
 }
 
+/* Is the calling thread capturing a graph on @device? */
+static bool captured(int device)
+{
+	return device != RBLN_CPU && rbln_capture_of(device);
+}
+
+/* Refuses @what on @t while the calling thread captures a graph on its device. */
+static rbln_status refuse_captured(const rbln_tensor *t, const char *what)
+{
+	return t->device == RBLN_CPU ? RBLN_OK : rbln_capture_refuse(t->device, NULL, what);
+}
+
+/*
+ * While a graph is captured on @device, a tensor created there lives in
+ * device memory from the start, which the graph keeps (its memory pool):
+ * lazy host memory would need a copy that a replay cannot make. Filled
+ * with @value by a captured fill when @fill.
+ */
+static rbln_tensor *captured_new(const int64_t *shape, int ndim, rbln_dtype dtype, int device,
+				 bool fill, double value, const char *fn)
+{
+	struct rbln_graph *g = rbln_capture_of(device);
+	rbln_tensor *t;
+	rbln_status st;
+
+	st = rbln_capture_valid(g, fn);
+	if (st)
+		return NULL;
+	t = tensor_new(shape, ndim, dtype, device, false, fn);
+	if (!t)
+		return NULL;
+	st = fill ? rbln_fill(t, value) : rbln_graph_hold(g, t);
+	if (st) {
+		rbln_capture_failed(g, st);
+		rbln_tensor_free(t);
+		return NULL;
+	}
+	return t;
+}
+
 rbln_tensor *rbln_tensor_empty(const int64_t *shape, int ndim, rbln_dtype dtype, int device)
 {
+	if (captured(device))
+		return captured_new(shape, ndim, dtype, device, false, 0, "rbln_tensor_empty");
 	return tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_empty");
 }
 
 rbln_tensor *rbln_tensor_zeros(const int64_t *shape, int ndim, rbln_dtype dtype, int device)
 {
-	rbln_tensor *t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_zeros");
+	rbln_tensor *t;
 
+	if (captured(device))
+		return captured_new(shape, ndim, dtype, device, true, 0, "rbln_tensor_zeros");
+	t = tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_zeros");
 	/* A new offload file reads as zeros already: writing them would only cost RAM. */
 	if (t && !t->offload_path)
 		memset(t->host, 0, t->nbytes);
@@ -332,6 +378,8 @@ rbln_tensor *rbln_tensor_full(const int64_t *shape, int ndim, rbln_dtype dtype, 
 {
 	unsigned char encoded[sizeof(double)];
 
+	if (captured(device))
+		return captured_new(shape, ndim, dtype, device, true, value, "rbln_tensor_full");
 	rbln_dtype_encode(dtype, value, encoded);
 	return fill_host(tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_full"),
 			 fill_value, encoded);
@@ -349,6 +397,10 @@ rbln_tensor *rbln_tensor_from_data(const void *data, const int64_t *shape, int n
 {
 	if (!data) {
 		rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_from_data: NULL data");
+		return NULL;
+	}
+	if (captured(device)) {
+		rbln_capture_refuse(device, NULL, "rbln_tensor_from_data: a copy from the host");
 		return NULL;
 	}
 	return fill_host(tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_from_data"),
@@ -379,17 +431,19 @@ rbln_tensor *rbln_tensor_rand(const int64_t *shape, int ndim, rbln_dtype dtype, 
 {
 	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
 
+	if (captured(device)) {
+		rbln_capture_refuse(device, NULL, "rbln_tensor_rand: a copy from the host");
+		return NULL;
+	}
 	return fill_host(tensor_new(shape, ndim, dtype, device, true, "rbln_tensor_rand"),
 			 fill_random, &x);
 }
 
-void rbln_tensor_free(rbln_tensor *t)
+/* Frees @t once nothing holds it: neither the caller nor a graph. */
+static void tensor_destroy(rbln_tensor *t)
 {
 	int i;
 
-	if (!t || !rbln_tensor_ok(t, "rbln_tensor_free"))
-		return;
-	t->magic = 0;
 	if (t->device != RBLN_CPU && t->host)
 		account_lazy(t, -1);
 	for (i = 0; i < t->nshards && t->device != RBLN_CPU; i++) {
@@ -408,6 +462,26 @@ void rbln_tensor_free(rbln_tensor *t)
 	pthread_mutex_destroy(&t->lock);
 	host_free(t);
 	tensor_release(t);
+}
+
+void rbln_tensor_get(rbln_tensor *t)
+{
+	__atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+}
+
+void rbln_tensor_put(rbln_tensor *t)
+{
+	if (!__atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL))
+		tensor_destroy(t);
+}
+
+/* The handle dies at once; what a graph holds of it stays until the graph goes. */
+void rbln_tensor_free(rbln_tensor *t)
+{
+	if (!t || !rbln_tensor_ok(t, "rbln_tensor_free"))
+		return;
+	t->magic = 0;
+	rbln_tensor_put(t);
 }
 
 rbln_dtype rbln_tensor_dtype(const rbln_tensor *t)
@@ -535,9 +609,11 @@ static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool t
 	struct rbln_drm_cmd c;
 	size_t off, n, i;
 	uint32_t bos[2];
-	rbln_status st = RBLN_OK;
+	rbln_status st;
 	void *cmd;
 
+	st = rbln_capture_refuse(0, d, to_device ? "a copy from the host to the device" :
+				 "a copy from the device to the host");
 	for (off = 0, i = 0; off < bytes && !st; off += n, i++) {
 		n = bytes - off < RBLN_STAGING_CHUNK ? bytes - off : RBLN_STAGING_CHUNK;
 		/*
@@ -644,6 +720,9 @@ rbln_status rbln_tensor_materialize(rbln_tensor *t)
 		return RBLN_ERROR_INVALID;
 	if (t->device == RBLN_CPU)
 		return rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_materialize: a CPU tensor");
+	if (!__atomic_load_n(&t->materialized, __ATOMIC_ACQUIRE) &&
+	    refuse_captured(t, "rbln_tensor_materialize: a copy from the host"))
+		return RBLN_ERROR_CAPTURE;
 	return rbln_tensor_ensure_device(t);
 }
 
@@ -727,6 +806,8 @@ rbln_status rbln_tensor_read(rbln_tensor *t, void *out, size_t size)
 		return rbln_fail(RBLN_ERROR_INVALID,
 				 "rbln_tensor_read: needs %zu bytes at a non-NULL address, got %zu",
 				 t->nbytes, out ? size : 0);
+	if (refuse_captured(t, "rbln_tensor_read: a copy to the host"))
+		return RBLN_ERROR_CAPTURE;
 	pthread_mutex_lock(&t->lock);
 	st = read_locked(t, out, false);
 	pthread_mutex_unlock(&t->lock);
@@ -784,6 +865,10 @@ rbln_tensor *rbln_tensor_to(rbln_tensor *t, int device, bool non_blocking)
 
 	if (!rbln_tensor_ok(t, "rbln_tensor_to"))
 		return NULL;
+	if (refuse_captured(t, "rbln_tensor_to: a copy through the host") ||
+	    (captured(device) &&
+	     rbln_capture_refuse(device, NULL, "rbln_tensor_to: a copy through the host")))
+		return NULL;
 	out = tensor_new(t->shape, t->ndim, t->dtype, device, true, "rbln_tensor_to");
 	if (!out)
 		return NULL;
@@ -814,6 +899,8 @@ rbln_status rbln_synchronize(int device)
 
 	if (!l)
 		return rbln_last_status();
+	if (rbln_capture_refuse(l->index, NULL, "rbln_synchronize"))
+		return RBLN_ERROR_CAPTURE;
 	for (i = 0; i < l->nmembers; i++) {
 		struct rbln_dev *d = l->members[i];
 		rbln_status s;

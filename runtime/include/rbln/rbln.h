@@ -30,6 +30,7 @@ typedef enum rbln_status {
 	RBLN_ERROR_DEVICE	= -4,	/* the device failed the work */
 	RBLN_ERROR_BUSY		= -5,	/* a resource is in use */
 	RBLN_ERROR_UNSUPPORTED	= -6,
+	RBLN_ERROR_CAPTURE	= -7,	/* not allowed while capturing a graph: the capture is invalidated */
 } rbln_status;
 
 /* The message of the calling thread's last failure; "" if none. */
@@ -356,6 +357,43 @@ RBLN_API bool rbln_offload_active(void);
 /* Dtypes automatic mixed precision supports: none yet, so 0. */
 RBLN_API size_t rbln_amp_supported_dtypes(rbln_dtype *out, size_t cap);
 
+/* --- graphs ------------------------------------------------------------------ */
+
+/*
+ * CUDA Graphs for rbln (docs/graphs.md): the device ops a thread issues on
+ * @device between capture_begin and capture_end are recorded, not run, and
+ * each replay submits them all as one job per member (or as few as the
+ * device's command-buffer size allows), asynchronously, in order with the
+ * device's other work. The tensors captured ops touch keep their device
+ * memory, and so their addresses, while the graph lives: freeing one only
+ * drops the caller's reference. Replays read what the inputs hold then:
+ * new inputs are copied into the captured tensors (rbln_copy). A tensor
+ * created on @device while capturing lives in device memory at once, in
+ * the graph's memory; zeros and full become captured fills.
+ *
+ * What cannot be replayed fails with RBLN_ERROR_CAPTURE and a message
+ * naming it, and invalidates the capture: a synchronization of the device,
+ * a CPU fallback, item(), a copy between the device and the host (reading
+ * a tensor, materializing a lazy one, from_data, rand, to()), an op that
+ * moves data between the members of a logical device, a replay. Every op
+ * on @device after that fails the same way until capture_end, which then
+ * returns RBLN_ERROR_CAPTURE and releases what the capture held.
+ */
+typedef struct rbln_graph rbln_graph;
+
+/* Starts capturing the calling thread's ops on @device (-1: current); one capture per thread. */
+RBLN_API rbln_status rbln_graph_capture_begin(int device);
+/* Ends the calling thread's capture: the graph in *@graph, or NULL and why it cannot be. */
+RBLN_API rbln_status rbln_graph_capture_end(rbln_graph **graph);
+/* The logical device the calling thread captures on, or -1 when it captures nothing. */
+RBLN_API int rbln_graph_capturing(void);
+/* Submits the captured ops; complete after rbln_synchronize() of the graph's device. */
+RBLN_API rbln_status rbln_graph_replay(rbln_graph *graph);
+/* How many ops the graph replays (over all members); a negative rbln_status on a bad handle. */
+RBLN_API int64_t rbln_graph_ops(const rbln_graph *graph);
+/* Frees @graph (a replay in flight completes first, on the device); NULL is a no-op. */
+RBLN_API void rbln_graph_free(rbln_graph *graph);
+
 /* --- explain ----------------------------------------------------------------- */
 
 /*
@@ -435,6 +473,12 @@ struct rbln_explain_dump {
 	} device_memory;
 	/* Events counted in the totals but, out of memory, not by op or site. */
 	int64_t unattributed;
+	/* Graph replays (not overhead): their captured ops are not dispatched again. */
+	struct {
+		int64_t count;			/* replays */
+		int64_t ops;			/* ops they ran */
+		int64_t ns;			/* host time of their submissions */
+	} graph_replay;
 };
 
 /*

@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rbln_graph.c - graphs: a thread's device ops captured once, replayed as
+ * one job per member
+ *
+ * While a thread captures, op dispatch writes each op's commands into the
+ * graph instead of the device's ring (rbln_graph_record()) and the graph
+ * takes a reference to every tensor the op touches (rbln_graph_hold()), so
+ * their device memory, and with it every address the commands name, stays
+ * where it is while the graph lives: that memory is the graph's private
+ * pool. capture_end copies each member's commands into a host buffer
+ * object of that member and cuts them, at op boundaries, into jobs of at
+ * most the device's command-buffer size; a replay submits those jobs as
+ * they are, one ioctl each, and writes no command.
+ *
+ * The members of a logical device replay independently: an op that needs
+ * another member's data (a gather) would need the members ordered within
+ * a replay, so it is refused while capturing.
+ */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rbln_explain.h"
+#include "rbln_internal.h"
+
+/* One op's commands on one member, while capturing. */
+struct graph_op {
+	uint32_t off, len;	/* in the member's code */
+	uint32_t bo0, nbos;	/* its objects, in the member's bos */
+};
+
+/* A job of a replay: commands in the member's command buffer, the objects it uses. */
+struct graph_job {
+	uint64_t va;
+	uint32_t len;
+	uint32_t nbos;
+	uint32_t *bos;		/* the command buffer's last */
+};
+
+struct graph_member {
+	struct rbln_dev *dev;
+	/* capture */
+	char *code;
+	size_t code_len, code_cap;
+	struct graph_op *ops;
+	size_t nops, cap_ops;
+	uint32_t *bos;
+	size_t nbos, cap_bos;
+	/* once captured */
+	struct rbln_host_buf *cmd;
+	struct graph_job *jobs;
+	size_t njobs, cap_jobs;
+	uint64_t last_point;	/* of the newest replay (atomic) */
+};
+
+struct rbln_graph {
+	struct rbln_graph *prev, *next;	/* live graphs, under graphs_lock */
+	unsigned int busy;		/* replays running, under graphs_lock */
+	bool freed;			/* the last replay running destroys it */
+	int device;
+	int nmembers;
+	struct graph_member members[RBLN_MAX_MEMBERS];
+	rbln_tensor **held;
+	size_t nheld, cap_held;
+	int64_t nops;
+	/* capture: the first thing that invalidated it */
+	rbln_status invalid;
+	char why[200];
+};
+
+/* The calling thread's capture; the key frees it if the thread exits first. */
+static _Thread_local struct rbln_graph *capturing;
+static pthread_key_t capture_key;
+static pthread_once_t capture_once = PTHREAD_ONCE_INIT;
+
+static pthread_mutex_t graphs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rbln_graph *graphs;
+
+static bool grow(void **v, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap ? *cap : 16;
+	void *p;
+
+	if (need <= *cap)
+		return true;
+	while (n < need)
+		n *= 2;
+	p = realloc(*v, n * size);
+	if (!p)
+		return false;
+	*v = p;
+	*cap = n;
+	return true;
+}
+
+static struct graph_member *member_of(struct rbln_graph *g, const struct rbln_dev *d)
+{
+	int i;
+
+	for (i = 0; i < g->nmembers; i++)
+		if (g->members[i].dev == d)
+			return &g->members[i];
+	return NULL;
+}
+
+/* Drops everything @g holds: its jobs complete before their buffers and tensors go. */
+static void graph_destroy(struct rbln_graph *g)
+{
+	struct graph_member *m;
+	size_t i;
+	int j;
+
+	for (i = 0; i < g->nheld; i++) {
+		rbln_tensor *t = g->held[i];
+
+		for (j = 0; j < t->nshards; j++) {
+			m = member_of(g, t->shards[j].dev);
+			if (m)
+				rbln_shard_used(&t->shards[j],
+						__atomic_load_n(&m->last_point, __ATOMIC_ACQUIRE));
+		}
+		rbln_tensor_put(t);
+	}
+	for (j = 0; j < g->nmembers; j++) {
+		m = &g->members[j];
+		if (m->cmd) {
+			pthread_mutex_lock(&m->dev->lock);
+			rbln_host_buf_release(m->dev, m->cmd, m->last_point);
+			pthread_mutex_unlock(&m->dev->lock);
+		}
+		for (i = 0; i < m->njobs; i++)
+			free(m->jobs[i].bos);
+		free(m->jobs);
+		free(m->code);
+		free(m->ops);
+		free(m->bos);
+	}
+	free(g->held);
+	free(g);
+}
+
+static void capture_abandoned(void *g)
+{
+	graph_destroy(g);
+}
+
+static void capture_key_create(void)
+{
+	pthread_key_create(&capture_key, capture_abandoned);
+}
+
+struct rbln_graph *rbln_capture_of(int device)
+{
+	struct rbln_graph *g = capturing;
+
+	return g && (device == -2 || device == g->device) ? g : NULL;
+}
+
+int rbln_graph_capturing(void)
+{
+	return capturing ? capturing->device : -1;
+}
+
+/* Invalidates @g for @what, once: the first cause is the one reported. */
+static void invalidate(struct rbln_graph *g, rbln_status st, const char *what)
+{
+	if (g->invalid)
+		return;
+	g->invalid = st;
+	snprintf(g->why, sizeof(g->why), "%s", what);
+}
+
+rbln_status rbln_capture_refuse(int device, struct rbln_dev *d, const char *what)
+{
+	struct rbln_graph *g = capturing;
+	struct rbln_ldev *l;
+	bool hit = false;
+	int i;
+
+	if (!g)
+		return RBLN_OK;
+	if (d) {
+		hit = member_of(g, d);
+	} else {
+		l = rbln_ldev_get(device);
+		for (i = 0; l && i < l->nmembers && !hit; i++)
+			hit = member_of(g, l->members[i]);
+	}
+	if (!hit)
+		return RBLN_OK;
+	invalidate(g, RBLN_ERROR_CAPTURE, what);
+	return rbln_fail(RBLN_ERROR_CAPTURE,
+			 "%s: not allowed while capturing a graph on rbln:%d (the capture is invalidated)",
+			 what, g->device);
+}
+
+void rbln_capture_failed(struct rbln_graph *g, rbln_status st)
+{
+	invalidate(g, st, rbln_last_error());
+}
+
+rbln_status rbln_capture_valid(struct rbln_graph *g, const char *op)
+{
+	if (!g->invalid)
+		return RBLN_OK;
+	return rbln_fail(RBLN_ERROR_CAPTURE, "%s: the graph capture on rbln:%d was invalidated by %s",
+			 op, g->device, g->why);
+}
+
+rbln_status rbln_graph_record(struct rbln_graph *g, struct rbln_dev *d, uint32_t len,
+			      const uint32_t *bos, uint32_t n, void **cpu)
+{
+	struct graph_member *m = member_of(g, d);
+	struct graph_op *op;
+
+	if (!m)
+		return rbln_fail(RBLN_ERROR_INVALID, "internal: an op on a device the graph lacks");
+	if (len > d->max_cmd)
+		return rbln_fail(RBLN_ERROR_UNSUPPORTED, "a %u-byte command buffer (at most %u)", len,
+				 d->max_cmd);
+	if (m->code_len + len > UINT32_MAX ||
+	    !grow((void **)&m->code, &m->code_cap, m->code_len + len, 1) ||
+	    !grow((void **)&m->ops, &m->cap_ops, m->nops + 1, sizeof(*m->ops)) ||
+	    !grow((void **)&m->bos, &m->cap_bos, m->nbos + n, sizeof(*m->bos)))
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
+	op = &m->ops[m->nops++];
+	op->off = m->code_len;
+	op->len = len;
+	op->bo0 = m->nbos;
+	op->nbos = n;
+	memcpy(m->bos + m->nbos, bos, n * sizeof(*bos));
+	m->nbos += n;
+	*cpu = m->code + m->code_len;
+	m->code_len += len;
+	return RBLN_OK;
+}
+
+rbln_status rbln_graph_hold(struct rbln_graph *g, rbln_tensor *t)
+{
+	size_t i;
+
+	if (!t)
+		return RBLN_OK;
+	/* Newest first: an op's operands are mostly the ops just before it. */
+	for (i = g->nheld; i-- > 0;)
+		if (g->held[i] == t)
+			return RBLN_OK;
+	if (!grow((void **)&g->held, &g->cap_held, g->nheld + 1, sizeof(*g->held)))
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
+	rbln_tensor_get(t);
+	g->held[g->nheld++] = t;
+	return RBLN_OK;
+}
+
+void rbln_graph_count_op(struct rbln_graph *g)
+{
+	g->nops++;
+}
+
+rbln_status rbln_graph_capture_begin(int device)
+{
+	struct rbln_graph *g;
+	struct rbln_ldev *l;
+	int i;
+
+	if (capturing)
+		return rbln_fail(RBLN_ERROR_BUSY,
+				 "rbln_graph_capture_begin: this thread captures on rbln:%d already",
+				 capturing->device);
+	l = rbln_ldev_get(device);
+	if (!l)
+		return rbln_last_status();
+	pthread_once(&capture_once, capture_key_create);
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "rbln_graph_capture_begin: out of host memory");
+	g->device = l->index;
+	g->nmembers = l->nmembers;
+	for (i = 0; i < l->nmembers; i++)
+		g->members[i].dev = l->members[i];
+	capturing = g;
+	pthread_setspecific(capture_key, g);
+	return RBLN_OK;
+}
+
+/* Puts @m's commands in a buffer object of its device and cuts them into jobs. */
+static rbln_status build_jobs(struct graph_member *m)
+{
+	struct rbln_dev *d = m->dev;
+	struct graph_job *job;
+	size_t i = 0, j, k;
+	rbln_status st;
+	uint32_t h;
+
+	st = rbln_host_buf_new(d, m->code_len, &m->cmd);
+	if (st)
+		return st;
+	memcpy(m->cmd->cpu, m->code, m->code_len);
+	while (i < m->nops) {
+		if (!grow((void **)&m->jobs, &m->cap_jobs, m->njobs + 1, sizeof(*m->jobs)))
+			return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
+		job = &m->jobs[m->njobs];
+		memset(job, 0, sizeof(*job));
+		job->va = m->cmd->va + m->ops[i].off;
+		/* Its objects: those of its ops, each once, then the command buffer. */
+		job->bos = malloc((m->nbos + 1) * sizeof(*job->bos));
+		if (!job->bos)
+			return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
+		m->njobs++;
+		for (; i < m->nops && job->len + m->ops[i].len <= d->max_cmd; i++) {
+			job->len += m->ops[i].len;
+			for (j = 0; j < m->ops[i].nbos; j++) {
+				h = m->bos[m->ops[i].bo0 + j];
+				for (k = 0; k < job->nbos && job->bos[k] != h; k++)
+					;
+				if (k == job->nbos)
+					job->bos[job->nbos++] = h;
+			}
+		}
+		job->bos[job->nbos++] = m->cmd->handle;
+	}
+	return RBLN_OK;
+}
+
+rbln_status rbln_graph_capture_end(rbln_graph **graph)
+{
+	struct rbln_graph *g = capturing;
+	struct graph_member *m;
+	rbln_status st = RBLN_OK;
+	int i;
+
+	if (!graph)
+		return rbln_fail(RBLN_ERROR_INVALID, "rbln_graph_capture_end: NULL graph");
+	*graph = NULL;
+	if (!g)
+		return rbln_fail(RBLN_ERROR_INVALID,
+				 "rbln_graph_capture_end: this thread is not capturing a graph");
+	capturing = NULL;
+	pthread_setspecific(capture_key, NULL);
+	if (g->invalid) {
+		st = rbln_fail(g->invalid, "rbln_graph_capture_end: the capture on rbln:%d was invalidated by %s",
+			       g->device, g->why);
+		graph_destroy(g);
+		return st;
+	}
+	for (i = 0; i < g->nmembers && !st; i++) {
+		m = &g->members[i];
+		if (m->nops)
+			st = build_jobs(m);
+		free(m->code);
+		free(m->ops);
+		free(m->bos);
+		m->code = NULL;
+		m->ops = NULL;
+		m->bos = NULL;
+	}
+	if (st) {
+		graph_destroy(g);
+		return st;
+	}
+	pthread_mutex_lock(&graphs_lock);
+	g->next = graphs;
+	if (graphs)
+		graphs->prev = g;
+	graphs = g;
+	pthread_mutex_unlock(&graphs_lock);
+	*graph = g;
+	return RBLN_OK;
+}
+
+/* Under graphs_lock: is @g a graph capture_end gave out and free has not taken back? */
+static bool is_live(const struct rbln_graph *g)
+{
+	const struct rbln_graph *h;
+
+	for (h = graphs; h; h = h->next)
+		if (h == g)
+			return true;
+	return false;
+}
+
+int64_t rbln_graph_ops(const rbln_graph *graph)
+{
+	int64_t n;
+
+	pthread_mutex_lock(&graphs_lock);
+	n = graph && is_live(graph) ? graph->nops : -1;
+	pthread_mutex_unlock(&graphs_lock);
+	if (n < 0)
+		return rbln_fail(RBLN_ERROR_INVALID, "rbln_graph_ops: not a live graph");
+	return n;
+}
+
+static void note_point(struct graph_member *m, uint64_t point)
+{
+	uint64_t seen = __atomic_load_n(&m->last_point, __ATOMIC_RELAXED);
+
+	while (seen < point &&
+	       !__atomic_compare_exchange_n(&m->last_point, &seen, point, true, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
+}
+
+rbln_status rbln_graph_replay(rbln_graph *g)
+{
+	bool active = rbln_explain_active(), destroy;
+	uint64_t start = active ? rbln_explain_now() : 0, point;
+	struct graph_member *m;
+	rbln_status st = RBLN_OK;
+	size_t j;
+	int i;
+
+	pthread_mutex_lock(&graphs_lock);
+	if (!g || !is_live(g)) {
+		pthread_mutex_unlock(&graphs_lock);
+		return rbln_fail(RBLN_ERROR_INVALID, "rbln_graph_replay: not a live graph");
+	}
+	g->busy++;
+	pthread_mutex_unlock(&graphs_lock);
+
+	st = rbln_capture_refuse(g->device, NULL, "rbln_graph_replay");
+	for (i = 0; i < g->nmembers && !st; i++) {
+		m = &g->members[i];
+		if (!m->njobs)
+			continue;
+		pthread_mutex_lock(&m->dev->lock);
+		for (j = 0; j < m->njobs && !st; j++) {
+			st = rbln_submit_locked(m->dev, m->jobs[j].va, m->jobs[j].len, m->jobs[j].bos,
+						m->jobs[j].nbos, &point);
+			if (!st)
+				note_point(m, point);
+		}
+		pthread_mutex_unlock(&m->dev->lock);
+	}
+	if (!st && active)
+		rbln_explain_graph_replay(g->nops, rbln_explain_now() - start);
+
+	pthread_mutex_lock(&graphs_lock);
+	destroy = !--g->busy && g->freed;
+	pthread_mutex_unlock(&graphs_lock);
+	if (destroy)
+		graph_destroy(g);
+	return st;
+}
+
+void rbln_graph_free(rbln_graph *g)
+{
+	bool destroy;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&graphs_lock);
+	if (!is_live(g)) {
+		pthread_mutex_unlock(&graphs_lock);
+		rbln_fail(RBLN_ERROR_INVALID, "rbln_graph_free: not a live graph (freed already?)");
+		return;
+	}
+	if (g->prev)
+		g->prev->next = g->next;
+	else
+		graphs = g->next;
+	if (g->next)
+		g->next->prev = g->prev;
+	g->freed = true;
+	destroy = !g->busy;
+	pthread_mutex_unlock(&graphs_lock);
+	if (destroy)
+		graph_destroy(g);
+}
