@@ -295,6 +295,57 @@ TEST(clean_region)
 	rbln_explain_free(e);
 }
 
+TEST(graph_replays_are_counted_not_overhead)
+{
+	struct rbln_explain_verdict v;
+	struct rbln_explain_dump d;
+	struct json_object *root;
+	rbln_explain *e = rbln_explain_begin(false);
+	const char *r;
+	char *json;
+
+	ASSERT_NE(NULL, e);
+	rbln_explain_graph_replay(256, 4000);
+	rbln_explain_graph_replay(256, 6000);
+	rbln_explain_dispatch(RBLN_DISPATCH_WARM_HIT, "add", 250, NULL);
+	ASSERT_EQ(RBLN_OK, rbln_explain_end(e));
+	/* After the end, a replay counts nowhere. */
+	rbln_explain_graph_replay(1, 1);
+
+	r = rbln_explain_report(e);
+	ASSERT_NE(NULL, r);
+	EXPECT_EQ(0, strncmp(r, "[clean]\n", 8));
+	EXPECT_EQ(2, row_count(r, "graph_replay"));
+	EXPECT_NE(NULL, strstr(r, "512 captured ops replayed (not overhead)"));
+	EXPECT_NE(NULL, strstr(r, "Dispatch: 1 op in"));
+	ASSERT_EQ(RBLN_OK, rbln_explain_verdict(e, &v));
+	EXPECT_TRUE(v.clean);
+	ASSERT_EQ(RBLN_OK, rbln_explain_dump(e, &d));
+	EXPECT_EQ(2, d.graph_replay.count);
+	EXPECT_EQ(512, d.graph_replay.ops);
+	EXPECT_EQ(10000, d.graph_replay.ns);
+	EXPECT_EQ(1, d.dispatch.total.count);
+	json = rbln_explain_dump_json(e);
+	ASSERT_NE(NULL, json);
+	root = json_tokener_parse(json);
+	ASSERT_NE(NULL, root);
+	EXPECT_EQ(2, jint(root, "graph_replay.count"));
+	EXPECT_EQ(512, jint(root, "graph_replay.ops"));
+	EXPECT_EQ(10000, jint(root, "graph_replay.ns"));
+	json_object_put(root);
+	free(json);
+	rbln_explain_free(e);
+
+	/* Without replays the row is there, with no note. */
+	e = rbln_explain_begin(false);
+	ASSERT_NE(NULL, e);
+	ASSERT_EQ(RBLN_OK, rbln_explain_end(e));
+	r = rbln_explain_report(e);
+	EXPECT_EQ(0, row_count(r, "graph_replay"));
+	EXPECT_EQ(NULL, strstr(r, "captured ops"));
+	rbln_explain_free(e);
+}
+
 TEST(report_verdict_dump)
 {
 	const struct rbln_explain_op_count *o;
