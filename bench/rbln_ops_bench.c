@@ -21,29 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include <rbln/rbln.h>
-#include <rbln_drm.h>
-#include <xf86drm.h>
+
+#include "runtime_bench.h"
 
 #define ROUNDS	15	/* short rounds; the fastest of each kind filters out noise */
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void die(const char *what)
-{
-	fprintf(stderr, "rbln_ops_bench: %s: %s\n", what, rbln_last_error()[0] ?
-		rbln_last_error() : strerror(errno));
-	exit(1);
-}
 
 /* ns per warm-hit one-element add on logical device 0, synchronized. */
 static double add_ns(rbln_tensor *a, rbln_tensor *b, int n)
@@ -61,53 +45,15 @@ static double add_ns(rbln_tensor *a, rbln_tensor *b, int n)
 	return (now() - t) * 1e9 / n;
 }
 
-/* A one-element EW_BINARY add, submitted with libdrm-rbln alone. */
-struct bare {
-	struct rbln_drm_device *dev;
-	uint32_t queue, h[4];
-	struct drm_rbln_sync sig;
-	uint32_t len;
-	uint64_t queue_va;	/* of the command buffer */
-};
-
-static void bare_open(struct bare *b)
-{
-	struct rbln_drm_cmd c;
-	unsigned int minor;
-	uint64_t va[4];
-	void *cpu;
-	int i;
-
-	memset(b, 0, sizeof(*b));
-	if (rbln_drm_enumerate(&minor, 1) < 1 || rbln_drm_open(minor, &b->dev) ||
-	    rbln_drm_queue_create(b->dev, RBLN_QUEUE_PRIORITY_NORMAL, &b->queue))
-		die("open");
-	for (i = 0; i < 3; i++)
-		if (rbln_drm_bo_create(b->dev, 4096, RBLN_BO_DEVICE, 0, &b->h[i], &va[i]))
-			die("bo");
-	if (rbln_drm_bo_create(b->dev, 4096, RBLN_BO_HOST, 0, &b->h[3], &va[3]) ||
-	    rbln_drm_bo_mmap(b->dev, b->h[3], PROT_READ | PROT_WRITE, &cpu, NULL) ||
-	    drmSyncobjCreate(rbln_drm_fd(b->dev), 0, &b->sig.handle))
-		die("command buffer");
-	rbln_drm_cmd_init(&c, cpu, 4096);
-	rbln_drm_cmd_binary(&c, RBLN_BINARY_ADD, RBLN_DTYPE_F32, va[2], va[0], va[1], 1);
-	b->len = c.len;
-	b->sig.point = 0;
-	b->queue_va = va[3];
-}
-
 /* ns per SUBMIT + wait of the same packet. */
 static double bare_ns(struct bare *b, int n)
 {
-	int fd = rbln_drm_fd(b->dev), i;
 	double t = now();
+	int i;
 
-	for (i = 0; i < n; i++) {
-		if (rbln_drm_submit(b->dev, b->queue, b->queue_va, b->len, b->h, 4, NULL, 0,
-				    &b->sig) ||
-		    drmSyncobjWait(fd, &b->sig.handle, 1, INT64_MAX, 0, NULL))
+	for (i = 0; i < n; i++)
+		if (!bare_run(b))
 			die("submit");
-	}
 	return (now() - t) * 1e9 / n;
 }
 
@@ -147,16 +93,6 @@ static double max_of(const double *v, int n)
 	return m;
 }
 
-static double min_of(const double *v, int n)
-{
-	double m = v[0];
-	int i;
-
-	for (i = 1; i < n; i++)
-		m = v[i] < m ? v[i] : m;
-	return m;
-}
-
 int main(int argc, char **argv)
 {
 	int64_t one = 1, big = 8 << 20;
@@ -173,7 +109,8 @@ int main(int argc, char **argv)
 	a = rbln_tensor_full(&one, 1, RBLN_F32, 1, 0);
 	b = rbln_tensor_full(&one, 1, RBLN_F32, 2, 0);
 	add_ns(a, b, 300);	/* compile, fill the caches, settle */
-	bare_open(&bare_dev);
+	if (!bare_open(&bare_dev, 1))
+		die("bare submit");
 	bare_ns(&bare_dev, 300);
 
 	/* Never opened: measured before any region exists in the process. */
