@@ -13,15 +13,23 @@
  * most the device's command-buffer size; a replay submits those jobs as
  * they are, one ioctl each, and writes no command.
  *
- * The members of a logical device replay independently: an op that needs
- * another member's data (a gather) would need the members ordered within
- * a replay, so it is refused while capturing.
+ * The members of a logical device replay on their own queues. An op whose
+ * members read each other's memory (a gather) puts barriers around its
+ * copies (rbln_graph_barrier()): they cut the graph into phases, and the
+ * first job of a phase on a member waits, through sync_files imported into
+ * syncobjs of the graph, for the newest job of every other member, so it
+ * runs after their earlier phases (and whatever was queued before the
+ * replay). A member with nothing to do in a phase gets a NOP job there, so
+ * its later work is ordered too.
  */
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <xf86drm.h>
 
 #include "rbln_explain.h"
 #include "rbln_internal.h"
@@ -30,6 +38,7 @@
 struct graph_op {
 	uint32_t off, len;	/* in the member's code */
 	uint32_t bo0, nbos;	/* its objects, in the member's bos */
+	uint32_t phase;
 };
 
 /* A job of a replay: commands in the member's command buffer, the objects it uses. */
@@ -38,6 +47,14 @@ struct graph_job {
 	uint32_t len;
 	uint32_t nbos;
 	uint32_t *bos;		/* the command buffer's last */
+	uint32_t phase;
+};
+
+/* Memory or an object the graph keeps for its member @dev. */
+struct graph_keep {
+	struct rbln_dev *dev;
+	struct rbln_block *block;	/* NULL: a peer object */
+	uint32_t peer;
 };
 
 struct graph_member {
@@ -53,6 +70,7 @@ struct graph_member {
 	struct rbln_host_buf *cmd;
 	struct graph_job *jobs;
 	size_t njobs, cap_jobs;
+	uint32_t barrier[RBLN_MAX_MEMBERS];	/* syncobjs: waits for member i */
 	uint64_t last_point;	/* of the newest replay (atomic) */
 };
 
@@ -65,7 +83,11 @@ struct rbln_graph {
 	struct graph_member members[RBLN_MAX_MEMBERS];
 	rbln_tensor **held;
 	size_t nheld, cap_held;
+	struct graph_keep *kept;
+	size_t nkept, cap_kept;
 	int64_t nops;
+	uint32_t phase, nphases;	/* capture: the phase recording; then how many */
+	bool phase_used;		/* an op was recorded in it */
 	/* capture: the first thing that invalidated it */
 	rbln_status invalid;
 	char why[200];
@@ -124,8 +146,23 @@ static void graph_destroy(struct rbln_graph *g)
 		}
 		rbln_tensor_put(t);
 	}
+	for (i = 0; i < g->nkept; i++) {
+		struct graph_keep *k = &g->kept[i];
+
+		m = member_of(g, k->dev);
+		if (k->block)
+			rbln_allocator_free(k->dev->alloc, k->block,
+					    __atomic_load_n(&m->last_point, __ATOMIC_ACQUIRE), 0);
+		else
+			rbln_peer_put(k->dev, k->peer);
+	}
 	for (j = 0; j < g->nmembers; j++) {
+		int b;
+
 		m = &g->members[j];
+		for (b = 0; b < g->nmembers; b++)
+			if (m->barrier[b])
+				drmSyncobjDestroy(rbln_drm_fd(m->dev->drm), m->barrier[b]);
 		if (m->cmd) {
 			pthread_mutex_lock(&m->dev->lock);
 			rbln_host_buf_release(m->dev, m->cmd, m->last_point);
@@ -139,6 +176,7 @@ static void graph_destroy(struct rbln_graph *g)
 		free(m->bos);
 	}
 	free(g->held);
+	free(g->kept);
 	free(g);
 }
 
@@ -231,6 +269,8 @@ rbln_status rbln_graph_record(struct rbln_graph *g, struct rbln_dev *d, uint32_t
 	op->len = len;
 	op->bo0 = m->nbos;
 	op->nbos = n;
+	op->phase = g->phase;
+	g->phase_used = true;
 	memcpy(m->bos + m->nbos, bos, n * sizeof(*bos));
 	m->nbos += n;
 	*cpu = m->code + m->code_len;
@@ -260,6 +300,45 @@ void rbln_graph_count_op(struct rbln_graph *g)
 	g->nops++;
 }
 
+rbln_status rbln_graph_barrier(struct rbln_graph *g)
+{
+	/* Phase 0 starts without one: the first barrier orders work before the replay too. */
+	if (!g->phase || g->phase_used) {
+		g->phase++;
+		g->phase_used = false;
+	}
+	return RBLN_OK;
+}
+
+static rbln_status keep(struct rbln_graph *g, struct graph_keep k)
+{
+	if (!grow((void **)&g->kept, &g->cap_kept, g->nkept + 1, sizeof(*g->kept)))
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
+	g->kept[g->nkept++] = k;
+	return RBLN_OK;
+}
+
+rbln_status rbln_graph_keep_shards(struct rbln_graph *g, struct rbln_shard *r, int n)
+{
+	int i;
+
+	if (!grow((void **)&g->kept, &g->cap_kept, g->nkept + n, sizeof(*g->kept)))
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
+	for (i = 0; i < n; i++)
+		if (r[i].block)
+			keep(g, (struct graph_keep){ .dev = r[i].dev, .block = r[i].block });
+	return RBLN_OK;
+}
+
+rbln_status rbln_graph_keep_peer(struct rbln_graph *g, struct rbln_dev *d, uint32_t handle)
+{
+	rbln_status st = keep(g, (struct graph_keep){ .dev = d, .peer = handle });
+
+	if (st)
+		rbln_peer_put(d, handle);
+	return st;
+}
+
 rbln_status rbln_graph_capture_begin(int device)
 {
 	struct rbln_graph *g;
@@ -286,42 +365,88 @@ rbln_status rbln_graph_capture_begin(int device)
 	return RBLN_OK;
 }
 
-/* Puts @m's commands in a buffer object of its device and cuts them into jobs. */
-static rbln_status build_jobs(struct graph_member *m)
+/* A new job of @m in @phase starting at byte @off of its commands; NULL when out of memory. */
+static struct graph_job *new_job(struct graph_member *m, uint32_t phase, uint32_t off)
+{
+	struct graph_job *job;
+
+	if (!grow((void **)&m->jobs, &m->cap_jobs, m->njobs + 1, sizeof(*m->jobs)))
+		return NULL;
+	job = &m->jobs[m->njobs];
+	memset(job, 0, sizeof(*job));
+	/* Its objects: those of its ops, each once, then the command buffer. */
+	job->bos = malloc((m->nbos + 1) * sizeof(*job->bos));
+	if (!job->bos)
+		return NULL;
+	job->va = m->cmd->va + off;
+	job->phase = phase;
+	m->njobs++;
+	return job;
+}
+
+/*
+ * Puts @m's commands in a buffer object of its device, a NOP after them,
+ * and cuts them into jobs: at phase boundaries, and where the device's
+ * command buffers end. A phase after the first without an op of @m gets
+ * the NOP as its job.
+ */
+static rbln_status build_jobs(struct graph_member *m, uint32_t nphases)
 {
 	struct rbln_dev *d = m->dev;
 	struct graph_job *job;
+	struct rbln_drm_cmd c;
 	size_t i = 0, j, k;
 	rbln_status st;
-	uint32_t h;
+	uint32_t h, p;
 
-	st = rbln_host_buf_new(d, m->code_len, &m->cmd);
+	st = rbln_host_buf_new(d, m->code_len + sizeof(struct rbln_pkt_nop), &m->cmd);
 	if (st)
 		return st;
 	memcpy(m->cmd->cpu, m->code, m->code_len);
-	while (i < m->nops) {
-		if (!grow((void **)&m->jobs, &m->cap_jobs, m->njobs + 1, sizeof(*m->jobs)))
-			return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
-		job = &m->jobs[m->njobs];
-		memset(job, 0, sizeof(*job));
-		job->va = m->cmd->va + m->ops[i].off;
-		/* Its objects: those of its ops, each once, then the command buffer. */
-		job->bos = malloc((m->nbos + 1) * sizeof(*job->bos));
-		if (!job->bos)
-			return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
-		m->njobs++;
-		for (; i < m->nops && job->len + m->ops[i].len <= d->max_cmd; i++) {
-			job->len += m->ops[i].len;
-			for (j = 0; j < m->ops[i].nbos; j++) {
-				h = m->bos[m->ops[i].bo0 + j];
-				for (k = 0; k < job->nbos && job->bos[k] != h; k++)
-					;
-				if (k == job->nbos)
-					job->bos[job->nbos++] = h;
-			}
+	rbln_drm_cmd_init(&c, (char *)m->cmd->cpu + m->code_len, sizeof(struct rbln_pkt_nop));
+	rbln_drm_cmd_nop(&c);
+	for (p = 0; p < nphases; p++) {
+		if (p && (i == m->nops || m->ops[i].phase != p)) {
+			job = new_job(m, p, m->code_len);
+			if (!job)
+				goto oom;
+			job->len = sizeof(struct rbln_pkt_nop);
+			job->bos[job->nbos++] = m->cmd->handle;
+			continue;
 		}
-		job->bos[job->nbos++] = m->cmd->handle;
+		while (i < m->nops && m->ops[i].phase == p) {
+			job = new_job(m, p, m->ops[i].off);
+			if (!job)
+				goto oom;
+			for (; i < m->nops && m->ops[i].phase == p &&
+			       job->len + m->ops[i].len <= d->max_cmd; i++) {
+				job->len += m->ops[i].len;
+				for (j = 0; j < m->ops[i].nbos; j++) {
+					h = m->bos[m->ops[i].bo0 + j];
+					for (k = 0; k < job->nbos && job->bos[k] != h; k++)
+						;
+					if (k == job->nbos)
+						job->bos[job->nbos++] = h;
+				}
+			}
+			job->bos[job->nbos++] = m->cmd->handle;
+		}
 	}
+	return RBLN_OK;
+oom:
+	return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
+}
+
+/* The syncobjs member @i of @g waits with, one per other member. */
+static rbln_status make_barriers(struct rbln_graph *g, int i)
+{
+	struct graph_member *m = &g->members[i];
+	int j;
+
+	for (j = 0; j < g->nmembers; j++)
+		if (j != i && drmSyncobjCreate(rbln_drm_fd(m->dev->drm), 0, &m->barrier[j]))
+			return rbln_fail(RBLN_ERROR_DEVICE, "capturing a graph: cannot create a syncobj: %s",
+					 strerror(errno));
 	return RBLN_OK;
 }
 
@@ -346,10 +471,13 @@ rbln_status rbln_graph_capture_end(rbln_graph **graph)
 		graph_destroy(g);
 		return st;
 	}
+	g->nphases = g->phase + 1;
 	for (i = 0; i < g->nmembers && !st; i++) {
 		m = &g->members[i];
-		if (m->nops)
-			st = build_jobs(m);
+		if (m->nops || g->nphases > 1)
+			st = build_jobs(m, g->nphases);
+		if (!st && g->nphases > 1)
+			st = make_barriers(g, i);
 		free(m->code);
 		free(m->ops);
 		free(m->bos);
@@ -404,13 +532,55 @@ static void note_point(struct graph_member *m, uint64_t point)
 		;
 }
 
+/*
+ * Submits member @i's jobs of phase @p; after phase 0 the first waits for
+ * the newest job of every other member.
+ */
+static rbln_status replay_phase(struct rbln_graph *g, int i, uint32_t p, size_t *next)
+{
+	struct drm_rbln_sync waits[RBLN_MAX_MEMBERS];
+	int fds[RBLN_MAX_MEMBERS], j, fd = rbln_drm_fd(g->members[i].dev->drm);
+	struct graph_member *m = &g->members[i];
+	uint32_t nwaits = 0;
+	rbln_status st = RBLN_OK;
+	uint64_t point;
+
+	for (j = 0; j < g->nmembers; j++) {
+		fds[j] = -1;
+		if (p && j != i && !st)
+			st = rbln_last_job_fence(g->members[j].dev, &fds[j]);
+	}
+	/* Under the member's lock: a concurrent replay of the graph imports into the same syncobjs. */
+	pthread_mutex_lock(&m->dev->lock);
+	for (j = 0; j < g->nmembers && !st; j++) {
+		if (fds[j] < 0)
+			continue;
+		if (drmSyncobjImportSyncFile(fd, m->barrier[j], fds[j]))
+			st = rbln_fail(RBLN_ERROR_DEVICE, "cannot import a fence: %s", strerror(errno));
+		waits[nwaits++] = (struct drm_rbln_sync){ .handle = m->barrier[j] };
+	}
+	for (; *next < m->njobs && m->jobs[*next].phase == p && !st; ++*next) {
+		st = rbln_submit_locked(m->dev, m->jobs[*next].va, m->jobs[*next].len,
+					m->jobs[*next].bos, m->jobs[*next].nbos, waits, nwaits,
+					&point);
+		nwaits = 0;
+		if (!st)
+			note_point(m, point);
+	}
+	pthread_mutex_unlock(&m->dev->lock);
+	for (j = 0; j < g->nmembers; j++)
+		if (fds[j] >= 0)
+			close(fds[j]);
+	return st;
+}
+
 rbln_status rbln_graph_replay(rbln_graph *g)
 {
 	bool active = rbln_explain_active(), destroy;
-	uint64_t start = active ? rbln_explain_now() : 0, point;
-	struct graph_member *m;
+	uint64_t start = active ? rbln_explain_now() : 0;
+	size_t next[RBLN_MAX_MEMBERS] = { 0 };
 	rbln_status st = RBLN_OK;
-	size_t j;
+	uint32_t p;
 	int i;
 
 	pthread_mutex_lock(&graphs_lock);
@@ -422,19 +592,10 @@ rbln_status rbln_graph_replay(rbln_graph *g)
 	pthread_mutex_unlock(&graphs_lock);
 
 	st = rbln_capture_refuse(g->device, NULL, "rbln_graph_replay");
-	for (i = 0; i < g->nmembers && !st; i++) {
-		m = &g->members[i];
-		if (!m->njobs)
-			continue;
-		pthread_mutex_lock(&m->dev->lock);
-		for (j = 0; j < m->njobs && !st; j++) {
-			st = rbln_submit_locked(m->dev, m->jobs[j].va, m->jobs[j].len, m->jobs[j].bos,
-						m->jobs[j].nbos, &point);
-			if (!st)
-				note_point(m, point);
-		}
-		pthread_mutex_unlock(&m->dev->lock);
-	}
+	for (p = 0; p < g->nphases && !st; p++)
+		for (i = 0; i < g->nmembers && !st; i++)
+			if (next[i] < g->members[i].njobs)
+				st = replay_phase(g, i, p, &next[i]);
 	if (!st && active)
 		rbln_explain_graph_replay(g->nops, rbln_explain_now() - start);
 

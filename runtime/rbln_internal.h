@@ -92,10 +92,29 @@ struct rbln_dev {
 	unsigned int nstaging;
 	unsigned int staging_live;	/* staging buffers in existence */
 	struct rbln_pending_copy *copies;
+	struct rbln_peer_ref *peers;	/* other members' objects imported here */
+	size_t npeers, cap_peers;
 	int64_t lazy_host_bytes, lazy_tensors, lazy_materializations;
 	int64_t device_bytes;		/* tensor data in device memory */
 	int64_t offloaded_bytes;	/* lazy bytes that are file-backed */
 };
+
+/* An object of another member imported into a device's file, and its users. */
+struct rbln_peer_ref {
+	uint32_t handle;
+	unsigned int refs;
+	uint64_t va;		/* in the importing file */
+};
+
+/*
+ * Imports the object of member @from holding byte @offset of @block into
+ * @to's file, or takes one more reference to it: the handle in *@handle,
+ * its device address there in *@va, that byte's offset in it in *@at.
+ * rbln_peer_put() drops the reference; the last closes the handle.
+ */
+rbln_status rbln_peer_get(struct rbln_dev *to, struct rbln_dev *from, struct rbln_block *block,
+			  uint64_t offset, uint32_t *handle, uint64_t *va, uint64_t *at);
+void rbln_peer_put(struct rbln_dev *to, uint32_t handle);
 
 /*
  * A logical device, what the API's device indices name: the physical
@@ -203,11 +222,17 @@ rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t le
 				    const uint32_t *bos, uint32_t n, uint64_t *point);
 /*
  * Submits @len bytes of commands at @va, which the @n objects of @bos
- * (the command buffer's among them) hold, as the device's next point;
- * with d->lock held.
+ * (the command buffer's among them) hold, as the device's next point,
+ * after the @nwaits syncobjs of @waits; with d->lock held.
  */
 rbln_status rbln_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len, const uint32_t *bos,
-			       uint32_t n, uint64_t *point);
+			       uint32_t n, const struct drm_rbln_sync *waits, uint32_t nwaits,
+			       uint64_t *point);
+/*
+ * A sync_file of @d's newest job in *@fd, what another member's job waits
+ * for; -1 when every job is done.
+ */
+rbln_status rbln_last_job_fence(struct rbln_dev *d, int *fd);
 rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point);
 bool rbln_point_done(struct rbln_dev *d, uint64_t point);
 void rbln_reap_locked(struct rbln_dev *d);
@@ -240,6 +265,14 @@ rbln_status rbln_graph_record(struct rbln_graph *g, struct rbln_dev *d, uint32_t
 rbln_status rbln_graph_hold(struct rbln_graph *g, rbln_tensor *t);
 /* One op captured (counted once however many members ran it). */
 void rbln_graph_count_op(struct rbln_graph *g);
+/*
+ * The ops recorded after this on any member run after every member's
+ * earlier work: what an op needs whose members read each other's memory.
+ */
+rbln_status rbln_graph_barrier(struct rbln_graph *g);
+/* The graph keeps the blocks of the @n shards of @r (replicas), and a peer reference of @d. */
+rbln_status rbln_graph_keep_shards(struct rbln_graph *g, struct rbln_shard *r, int n);
+rbln_status rbln_graph_keep_peer(struct rbln_graph *g, struct rbln_dev *d, uint32_t handle);
 
 /* File-backed host memory (rbln_offload.c) */
 void *rbln_offload_alloc(size_t size, char *path);

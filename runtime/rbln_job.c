@@ -189,7 +189,8 @@ rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cp
 }
 
 rbln_status rbln_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len, const uint32_t *bos,
-			       uint32_t n, uint64_t *point)
+			       uint32_t n, const struct drm_rbln_sync *waits, uint32_t nwaits,
+			       uint64_t *point)
 {
 	struct drm_rbln_sync signal = { .handle = slot_of(d, d->point + 1) };
 	rbln_status st;
@@ -201,7 +202,7 @@ rbln_status rbln_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len, co
 		if (st)
 			return st;
 	}
-	ret = rbln_drm_submit(d->drm, d->queue, va, len, bos, n, NULL, 0, &signal);
+	ret = rbln_drm_submit(d->drm, d->queue, va, len, bos, n, waits, nwaits, &signal);
 	if (ret)
 		return rbln_fail(RBLN_ERROR_DEVICE, "cannot submit work: %s", strerror(-ret));
 	*point = ++d->point;
@@ -220,7 +221,7 @@ rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t le
 		return rbln_fail(RBLN_ERROR_INVALID, "internal: %u objects in a job", n);
 	memcpy(all, bos, n * sizeof(*bos));
 	all[n] = r->buf->handle;
-	st = rbln_submit_locked(d, va, len, all, n + 1, point);
+	st = rbln_submit_locked(d, va, len, all, n + 1, NULL, 0, point);
 	if (st)
 		return st;
 	slot = (r->first + r->count++) % RBLN_SYNC_SLOTS;
@@ -349,6 +350,24 @@ rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_buf **out)
 	pthread_mutex_unlock(&d->lock);
 	*out = b;
 	return RBLN_OK;
+}
+
+rbln_status rbln_last_job_fence(struct rbln_dev *d, int *fd)
+{
+	rbln_status st = RBLN_OK;
+	uint64_t point;
+
+	*fd = -1;
+	/* Under the lock no submission reuses the slot of the newest point. */
+	pthread_mutex_lock(&d->lock);
+	point = d->point;
+	if (point && !rbln_point_done(d, point) &&
+	    drmSyncobjExportSyncFile(rbln_drm_fd(d->drm), slot_of(d, point), fd)) {
+		*fd = -1;
+		st = rbln_fail(RBLN_ERROR_DEVICE, "cannot export a fence: %s", strerror(errno));
+	}
+	pthread_mutex_unlock(&d->lock);
+	return st;
 }
 
 rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point)

@@ -172,10 +172,7 @@ static rbln_status run_shard(struct op *op, int i, struct rbln_shard *a, struct 
 	return st;
 }
 
-/*
- * Can @op be captured? Its operands must be in device memory already (no
- * copy from the host), and its members must not need each other's data.
- */
+/* Can @op be captured? Its operands must be in device memory already: no copy from the host. */
 static rbln_status capture_check(struct op *op)
 {
 	const rbln_tensor *lazy = NULL;
@@ -189,16 +186,11 @@ static rbln_status capture_check(struct op *op)
 		lazy = op->b;
 	else if (!__atomic_load_n(&op->out->materialized, __ATOMIC_ACQUIRE))
 		lazy = op->out;
-	if (lazy)
-		snprintf(what, sizeof(what),
-			 "%s: an operand still in host memory (lazy) would be copied to the device: materialize it before capturing",
-			 op->name);
-	else if ((op->replicate_b && op->out->nshards > 1) || (op->gather_a && op->a->nshards > 1))
-		snprintf(what, sizeof(what),
-			 "%s: copies an operand between the members of rbln:%d", op->name,
-			 op->out->device);
-	else
+	if (!lazy)
 		return RBLN_OK;
+	snprintf(what, sizeof(what),
+		 "%s: an operand still in host memory (lazy) would be copied to the device: materialize it before capturing",
+		 op->name);
 	return rbln_capture_refuse(op->out->device, NULL, what);
 }
 
@@ -254,9 +246,10 @@ static rbln_status dispatch(struct op *op)
 		if (op->out->shards[i].nbytes)
 			st = run_shard(op, i, a, b, &compiled);
 	}
-	if (have_b)
+	/* A graph keeps the replicas it captured. */
+	if (have_b && !op->graph)
 		rbln_replicas_free(replicas, op->out->nshards);
-	if (have_a)
+	if (have_a && !op->graph)
 		rbln_replicas_free(&whole_a, 1);
 	if (!st && op->graph)
 		st = capture_hold(op);

@@ -25,12 +25,6 @@
 static const rbln_dtype dtypes[] = { RBLN_F32, RBLN_F16, RBLN_BF16, RBLN_I32, RBLN_I8 };
 #define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
 
-/* Members of each logical device: 2 under RBLN_DEVICE_MAP=[0,1],[2,3]. */
-static int members(void)
-{
-	return rbln_physical_device_count() / rbln_device_count();
-}
-
 static int open_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -78,11 +72,11 @@ static rbln_tensor *input(const int64_t *shape, int ndim, rbln_dtype dt, uint64_
 /*
  * Every device op on @a and @b (same shape [4, 6, 8]), @w ([4, 8, 5]) and
  * @w2 ([8, 5]), results in @out; the in-place ones on @io. How many, or
- * -1 if one failed. @gathers adds the ops whose members need each other's
- * data.
+ * -1 if one failed. On a logical device, the matmul by @w2 and the sum of
+ * a vector read other members' shards.
  */
 static int every_op(rbln_tensor *a, rbln_tensor *b, rbln_tensor *w, rbln_tensor *w2,
-		    rbln_tensor *io, bool gathers, rbln_tensor **out)
+		    rbln_tensor *io, rbln_tensor **out)
 {
 	rbln_tensor *(*const binary[])(rbln_tensor *, rbln_tensor *) = {
 		rbln_add, rbln_sub, rbln_mul, rbln_div, rbln_maximum, rbln_minimum,
@@ -110,13 +104,11 @@ static int every_op(rbln_tensor *a, rbln_tensor *b, rbln_tensor *w, rbln_tensor 
 	n++;
 	out[n] = rbln_relu(out[n - 1]);
 	n++;
-	if (gathers) {
-		out[n++] = rbln_matmul(a, w2);	/* every member needs all of w2 */
-		out[n] = rbln_sum(out[15]);	/* [4, 6] to [4], then to a scalar */
-		n++;
-		out[n] = rbln_sum(out[n - 1]);
-		n++;
-	}
+	out[n++] = rbln_matmul(a, w2);	/* every member needs all of w2 */
+	out[n] = rbln_sum(out[15]);	/* [4, 6] to [4], then to a scalar */
+	n++;
+	out[n] = rbln_sum(out[n - 1]);
+	n++;
 	for (i = 0; i < (size_t)n; i++)
 		if (!out[i])
 			return -1;
@@ -157,7 +149,6 @@ static bool same_bytes(rbln_tensor **x, rbln_tensor **y, int n, int *which)
 TEST(replay_equals_eager_for_every_op_and_dtype)
 {
 	int64_t sa[3] = { 4, 6, 8 }, sw[3] = { 4, 8, 5 };
-	bool gathers = members() == 1;
 	size_t d;
 
 	for (d = 0; d < NDTYPES; d++) {
@@ -170,14 +161,14 @@ TEST(replay_equals_eager_for_every_op_and_dtype)
 		int n, m, which = -1;
 
 		ASSERT_TRUE(a && b && w && w2 && io && b0) TH_LOG("%s", rbln_last_error());
-		n = every_op(a, b, w, w2, io, gathers, eager);
+		n = every_op(a, b, w, w2, io, eager);
 		ASSERT_LT(0, n) TH_LOG("dtype %d: %s", dt, rbln_last_error());
 
 		/* The same from the same inputs, captured: b was filled, put it back. */
 		ASSERT_EQ(RBLN_OK, rbln_copy(b, b0));
 		ASSERT_EQ(RBLN_OK, rbln_graph_capture_begin(0));
 		EXPECT_EQ(0, rbln_graph_capturing());
-		m = every_op(a, b, w, w2, io, gathers, replayed);
+		m = every_op(a, b, w, w2, io, replayed);
 		ASSERT_EQ(RBLN_OK, rbln_graph_capture_end(&g)) TH_LOG("%s", rbln_last_error());
 		ASSERT_EQ(n, m) TH_LOG("dtype %d: %s", dt, rbln_last_error());
 		EXPECT_EQ(-1, rbln_graph_capturing());
@@ -296,12 +287,12 @@ TEST(tensors_created_while_capturing_live_in_the_graph)
 
 /* What a thread can do in a capture that a replay cannot repeat. */
 enum bad { SYNC, ITEM, READ, TO_CPU, TO_DEVICE, FALLBACK, PRINT, FROM_DATA, RAND,
-	   MATERIALIZE, LAZY_OPERAND, REPLAY, GATHER, NBAD };
+	   MATERIALIZE, LAZY_OPERAND, REPLAY, NBAD };
 
 static const char *const bad_name[NBAD] = {
 	"rbln_synchronize", "rbln_tensor_item", "rbln_tensor_read", "rbln_tensor_to",
 	"rbln_tensor_to", "exp", "rbln_tensor_print", "rbln_tensor_from_data",
-	"rbln_tensor_rand", "rbln_tensor_materialize", "add", "rbln_graph_replay", "matmul",
+	"rbln_tensor_rand", "rbln_tensor_materialize", "add", "rbln_graph_replay",
 };
 
 /* Does @bad; its status, *@made a tensor it made (freed by the caller). */
@@ -353,14 +344,6 @@ static rbln_status do_bad(enum bad bad, rbln_tensor *x, rbln_tensor *lazy, rbln_
 		return *made ? RBLN_OK : RBLN_ERROR_CAPTURE;
 	case REPLAY:
 		return rbln_graph_replay(other);
-	case GATHER: {
-		int64_t ws[2] = { 64, 3 };
-		rbln_tensor *w = rbln_tensor_empty(ws, 2, RBLN_I32, 0);
-
-		*made = rbln_matmul(x, w);
-		rbln_tensor_free(w);
-		return *made ? RBLN_OK : RBLN_ERROR_CAPTURE;
-	}
 	case NBAD:
 		break;
 	}
@@ -380,8 +363,6 @@ TEST(what_a_replay_cannot_repeat_invalidates_the_capture)
 		rbln_graph *other, *g = (rbln_graph *)&bad;
 		char msg[512];
 
-		if (bad == GATHER && members() == 1)
-			continue;	/* one NPU gathers nothing */
 		ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(x));
 		ASSERT_EQ(RBLN_OK, rbln_graph_capture_begin(0));
 		rbln_tensor_free(rbln_neg(x));
@@ -423,6 +404,77 @@ TEST(what_a_replay_cannot_repeat_invalidates_the_capture)
 		rbln_tensor_free(x);
 		rbln_tensor_free(lazy);
 	}
+}
+
+/* @t's f32 elements, read back (the caller frees them). */
+static float *floats(rbln_tensor *t)
+{
+	float *p = malloc(rbln_tensor_nbytes(t));
+
+	if (p && rbln_tensor_read(t, p, rbln_tensor_nbytes(t))) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+TEST(members_read_each_others_shards_in_order)
+{
+	int64_t sx[2] = { 64, 32 }, sw[2] = { 32, 48 };
+	rbln_tensor *x = input(sx, 2, RBLN_F32, 3, 0), *w = input(sw, 2, RBLN_F32, 4, 0);
+	rbln_tensor *w0 = rbln_clone(w), *w2, *y, *e1, *e2, *ey;
+	rbln_graph *g;
+	float *got, *want;
+	int r;
+
+	ASSERT_TRUE(x && w && w0);
+	/*
+	 * Eagerly: w2 = w * 2 written shard by shard, y = x @ w2 gathers all
+	 * of w2 on every member, then w is overwritten: a replay must order
+	 * the gather after the scale and before the fill, on every member.
+	 */
+	e1 = rbln_mul_scalar(w, 2);
+	ey = rbln_matmul(x, e1);
+	ASSERT_TRUE(e1 && ey);
+	want = floats(ey);
+	ASSERT_NE(NULL, want);
+
+	ASSERT_EQ(RBLN_OK, rbln_graph_capture_begin(0));
+	w2 = rbln_mul_scalar(w, 2);
+	y = rbln_matmul(x, w2);
+	ASSERT_NE(NULL, y) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_fill(w, -1000));
+	ASSERT_EQ(RBLN_OK, rbln_graph_capture_end(&g)) TH_LOG("%s", rbln_last_error());
+	for (r = 0; r < 20; r++) {
+		ASSERT_EQ(RBLN_OK, rbln_copy(w, w0));
+		ASSERT_EQ(RBLN_OK, rbln_graph_replay(g));
+		got = floats(y);
+		ASSERT_NE(NULL, got);
+		EXPECT_EQ(0, memcmp(got, want, 64 * 48 * sizeof(float))) TH_LOG("replay %d", r);
+		free(got);
+	}
+	/* Work queued on a member after a replay runs after its gathers. */
+	for (r = 0; r < 20; r++) {
+		ASSERT_EQ(RBLN_OK, rbln_copy(w, w0));
+		ASSERT_EQ(RBLN_OK, rbln_graph_replay(g));
+		e2 = rbln_tensor_full(sw, 2, RBLN_F32, 7, 0);
+		ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(e2));
+		ASSERT_EQ(RBLN_OK, rbln_copy(w2, e2));
+		rbln_tensor_free(e2);
+		got = floats(y);
+		ASSERT_NE(NULL, got);
+		EXPECT_EQ(0, memcmp(got, want, 64 * 48 * sizeof(float))) TH_LOG("replay %d", r);
+		free(got);
+	}
+	free(want);
+	rbln_graph_free(g);
+	rbln_tensor_free(w2);
+	rbln_tensor_free(y);
+	rbln_tensor_free(e1);
+	rbln_tensor_free(ey);
+	rbln_tensor_free(x);
+	rbln_tensor_free(w);
+	rbln_tensor_free(w0);
 }
 
 TEST(rejections)

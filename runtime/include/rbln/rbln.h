@@ -374,8 +374,9 @@ RBLN_API size_t rbln_amp_supported_dtypes(rbln_dtype *out, size_t cap);
  * What cannot be replayed fails with RBLN_ERROR_CAPTURE and a message
  * naming it, and invalidates the capture: a synchronization of the device,
  * a CPU fallback, item(), a copy between the device and the host (reading
- * a tensor, materializing a lazy one, from_data, rand, to()), an op that
- * moves data between the members of a logical device, a replay. Every op
+ * a tensor, materializing a lazy one, from_data, rand, to()), a replay.
+ * On a logical device every member is captured, gathers between members
+ * included. Every op
  * on @device after that fails the same way until capture_end, which then
  * returns RBLN_ERROR_CAPTURE and releases what the capture held.
  */
