@@ -2,9 +2,10 @@
 /*
  * test_graph - librbln's graphs against the real driver: replays equal
  * eager runs bit for bit (every op and dtype), replays read new inputs,
- * everything that invalidates a capture, replays beside other work, a
- * graph freed while its replay runs, 10,000 replays without growth, the
- * graph's memory in the statistics, explain(), and every rejection
+ * everything that invalidates a capture, members ordered within a replay,
+ * replays beside another thread's and another process's work, a graph
+ * freed while its replay runs, 10,000 replays without growth, the graph's
+ * memory in the statistics, explain(), and every rejection
  *
  * Run in the VM with emu_devices=2, and on logical devices of two NPUs
  * (RBLN_DEVICE_MAP=[0,1],[2,3]): there every tensor is sharded.
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <rbln/rbln.h>
@@ -583,6 +585,42 @@ TEST(replays_beside_other_threads_work_on_the_device)
 	ASSERT_EQ(RBLN_OK, rbln_fill(fresh, 0));
 	EXPECT_TRUE(all_i32(x, 13));
 	rbln_tensor_free(fresh);
+	rbln_graph_free(g);
+	rbln_tensor_free(x);
+}
+
+TEST(replays_beside_another_process_queue_on_the_device)
+{
+	struct eager_worker w = { 0, 150, false };
+	int64_t shape[1] = { 4096 };
+	rbln_tensor *x, *t;
+	rbln_graph *g;
+	int i, status;
+	pid_t pid;
+
+	/* Before this process opens the device: the child has a file and queue of its own. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		eager_work(&w);
+		_exit(w.ok ? 0 : 1);
+	}
+	x = rbln_tensor_full(shape, 1, RBLN_I32, 0, 0);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(x));
+	ASSERT_EQ(RBLN_OK, rbln_graph_capture_begin(0));
+	for (i = 0; i < 8; i++) {
+		t = rbln_add_scalar(x, 3);
+		ASSERT_EQ(RBLN_OK, rbln_copy(x, t));
+		rbln_tensor_free(t);
+	}
+	ASSERT_EQ(RBLN_OK, rbln_graph_capture_end(&g));
+	for (i = 1; i <= 100; i++) {
+		ASSERT_EQ(RBLN_OK, rbln_graph_replay(g));
+		if (i % 10 == 0)
+			EXPECT_TRUE(all_i32(x, 24 * i)) TH_LOG("replay %d", i);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	rbln_graph_free(g);
 	rbln_tensor_free(x);
 }
