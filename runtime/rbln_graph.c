@@ -85,6 +85,9 @@ struct rbln_graph {
 	size_t nheld, cap_held;
 	struct graph_keep *kept;
 	size_t nkept, cap_kept;
+	uint64_t id;			/* of the capture */
+	struct graph_keep *pool;	/* capture: blocks of freed tensors, to reuse */
+	size_t npool, cap_pool;
 	int64_t nops;
 	uint32_t phase, nphases;	/* capture: the phase recording; then how many */
 	bool phase_used;		/* an op was recorded in it */
@@ -98,6 +101,7 @@ static _Thread_local struct rbln_graph *capturing;
 static pthread_key_t capture_key;
 static pthread_once_t capture_once = PTHREAD_ONCE_INIT;
 
+static uint64_t capture_ids;
 static pthread_mutex_t graphs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rbln_graph *graphs;
 
@@ -146,6 +150,11 @@ static void graph_destroy(struct rbln_graph *g)
 		}
 		rbln_tensor_put(t);
 	}
+	for (i = 0; i < g->npool; i++) {
+		m = member_of(g, g->pool[i].dev);
+		rbln_allocator_free(g->pool[i].dev->alloc, g->pool[i].block,
+				    __atomic_load_n(&m->last_point, __ATOMIC_ACQUIRE), 0);
+	}
 	for (i = 0; i < g->nkept; i++) {
 		struct graph_keep *k = &g->kept[i];
 
@@ -177,6 +186,7 @@ static void graph_destroy(struct rbln_graph *g)
 	}
 	free(g->held);
 	free(g->kept);
+	free(g->pool);
 	free(g);
 }
 
@@ -300,6 +310,55 @@ void rbln_graph_count_op(struct rbln_graph *g)
 	g->nops++;
 }
 
+uint64_t rbln_graph_capture_id(const struct rbln_graph *g)
+{
+	return g->id;
+}
+
+void rbln_graph_recycle(struct rbln_graph *g, rbln_tensor *t)
+{
+	int i;
+
+	for (i = 0; i < t->nshards; i++) {
+		struct rbln_shard *s = &t->shards[i];
+
+		if (!s->block)
+			continue;
+		/* Out of memory, the block stays with the tensor: kept, not reused. */
+		if (!grow((void **)&g->pool, &g->cap_pool, g->npool + 1, sizeof(*g->pool)))
+			return;
+		g->pool[g->npool++] = (struct graph_keep){ .dev = s->dev, .block = s->block };
+		s->block = NULL;
+		pthread_mutex_lock(&s->dev->lock);
+		s->dev->device_bytes -= s->nbytes;
+		pthread_mutex_unlock(&s->dev->lock);
+	}
+}
+
+void rbln_graph_reuse(struct rbln_graph *g, rbln_tensor *t)
+{
+	size_t j, best;
+	int i;
+
+	for (i = 0; i < t->nshards; i++) {
+		struct rbln_shard *s = &t->shards[i];
+
+		/* The smallest that fits, and no more than twice the size. */
+		best = g->npool;
+		for (j = 0; j < g->npool && s->nbytes; j++) {
+			uint64_t size = rbln_block_size(g->pool[j].block);
+
+			if (g->pool[j].dev == s->dev && size >= s->nbytes && size <= 2 * s->nbytes &&
+			    (best == g->npool || size < rbln_block_size(g->pool[best].block)))
+				best = j;
+		}
+		if (best == g->npool)
+			continue;
+		s->block = g->pool[best].block;
+		g->pool[best] = g->pool[--g->npool];
+	}
+}
+
 rbln_status rbln_graph_barrier(struct rbln_graph *g)
 {
 	/* Phase 0 starts without one: the first barrier orders work before the replay too. */
@@ -356,6 +415,7 @@ rbln_status rbln_graph_capture_begin(int device)
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "rbln_graph_capture_begin: out of host memory");
+	g->id = __atomic_add_fetch(&capture_ids, 1, __ATOMIC_RELAXED);
 	g->device = l->index;
 	g->nmembers = l->nmembers;
 	for (i = 0; i < l->nmembers; i++)

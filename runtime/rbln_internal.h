@@ -163,6 +163,7 @@ struct rbln_tensor {
 	int nshards;
 	struct rbln_shard *shards;
 	unsigned int refs;		/* the caller's, until rbln_tensor_free(), and each graph's */
+	uint64_t capture;		/* the capture that made it (rbln_graph_capture_id), or 0 */
 	rbln_tensor *pool_next;		/* freed: in the pool of tensor structs */
 };
 
@@ -263,6 +264,16 @@ rbln_status rbln_graph_record(struct rbln_graph *g, struct rbln_dev *d, uint32_t
 			      const uint32_t *bos, uint32_t n, void **cpu);
 /* The graph keeps @t, and so its device memory, until it is freed. */
 rbln_status rbln_graph_hold(struct rbln_graph *g, rbln_tensor *t);
+/* The id of @g's capture: never 0, never reused. */
+uint64_t rbln_graph_capture_id(const struct rbln_graph *g);
+/*
+ * @t, made by @g's capture, is freed by the caller while capturing: the
+ * capture's later tensors may take its memory (its blocks go to the
+ * graph's pool), as replays run the ops in the order they were recorded.
+ */
+void rbln_graph_recycle(struct rbln_graph *g, rbln_tensor *t);
+/* Gives the shards of new tensor @t what blocks of the graph's pool fit them. */
+void rbln_graph_reuse(struct rbln_graph *g, rbln_tensor *t);
 /* One op captured (counted once however many members ran it). */
 void rbln_graph_count_op(struct rbln_graph *g);
 /*

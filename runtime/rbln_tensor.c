@@ -160,7 +160,7 @@ static rbln_status alloc_blocks(rbln_tensor *t)
 	int i;
 
 	for (i = 0; i < t->nshards; i++) {
-		if (!t->shards[i].nbytes)
+		if (!t->shards[i].nbytes || t->shards[i].block)
 			continue;
 		st = rbln_shard_alloc(&t->shards[i], t->device, NULL);
 		if (st) {
@@ -233,10 +233,16 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 	pthread_mutex_init(&t->lock, NULL);
 	shard_layout(t, l);
 	if (!host) {
+		struct rbln_graph *g = rbln_capture_of(device);
+
+		/* While capturing, memory a graph recycled comes first. */
+		if (g)
+			rbln_graph_reuse(g, t);
 		if (alloc_blocks(t)) {
 			tensor_release(t);
 			return NULL;
 		}
+		t->capture = g ? rbln_graph_capture_id(g) : 0;
 		t->materialized = true;
 		return t;
 	}
@@ -475,12 +481,21 @@ void rbln_tensor_put(rbln_tensor *t)
 		tensor_destroy(t);
 }
 
-/* The handle dies at once; what a graph holds of it stays until the graph goes. */
+/*
+ * The handle dies at once; what a graph holds of it stays until the graph
+ * goes, except the memory of a tensor its own capture made, which later
+ * ops of the capture may reuse.
+ */
 void rbln_tensor_free(rbln_tensor *t)
 {
+	struct rbln_graph *g;
+
 	if (!t || !rbln_tensor_ok(t, "rbln_tensor_free"))
 		return;
 	t->magic = 0;
+	g = t->capture ? rbln_capture_of(t->device) : NULL;
+	if (g && t->capture == rbln_graph_capture_id(g))
+		rbln_graph_recycle(g, t);
 	rbln_tensor_put(t);
 }
 

@@ -702,24 +702,51 @@ TEST(ten_thousand_replays_grow_nothing)
 TEST(the_graph_pool_is_in_the_statistics_until_the_graph_goes)
 {
 	int64_t shape[1] = { 100000 };
-	rbln_tensor *x = rbln_tensor_full(shape, 1, RBLN_F32, 1, 0), *t;
+	rbln_tensor *x = rbln_tensor_full(shape, 1, RBLN_F32, -1, 0), *t, *next, *keep[3];
 	int64_t before;
 	rbln_graph *g;
+	float *out;
 	int i;
 
 	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(x));
 	ASSERT_EQ(RBLN_OK, rbln_synchronize(0));
 	before = rbln_memory_allocated(0);
 	ASSERT_EQ(RBLN_OK, rbln_graph_capture_begin(0));
-	for (i = 0; i < 4; i++) {
-		t = rbln_relu(x);
+	/* Three results kept, the caller's to read. */
+	for (i = 0; i < 3; i++)
+		keep[i] = rbln_mul_scalar(x, i);
+	/*
+	 * A chain of 50, each result freed once the next is made: a freed
+	 * result's memory goes to the next but one, as PyTorch's private
+	 * pools do, so the chain needs two blocks, not 50.
+	 */
+	t = rbln_abs(x);
+	for (i = 0; i < 50; i++) {
+		next = rbln_add_scalar(t, 1);
+		ASSERT_NE(NULL, next);
 		rbln_tensor_free(t);
+		t = next;
 	}
 	ASSERT_EQ(RBLN_OK, rbln_graph_capture_end(&g));
-	/* Four results the caller freed: the graph keeps them for its replays. */
-	EXPECT_EQ(before + 4 * 400000, rbln_memory_allocated(0));
+	EXPECT_EQ(before + 5 * 400000, rbln_memory_allocated(0));
+	/* Freed after the capture: the graph keeps it. */
+	rbln_tensor_free(keep[2]);
+	EXPECT_EQ(before + 5 * 400000, rbln_memory_allocated(0));
 	ASSERT_EQ(RBLN_OK, rbln_graph_replay(g));
+	out = floats(t);
+	ASSERT_NE(NULL, out);
+	EXPECT_EQ(51.0f, out[0]);
+	EXPECT_EQ(51.0f, out[99999]);
+	free(out);
+	out = floats(keep[1]);
+	ASSERT_NE(NULL, out);
+	EXPECT_EQ(-1.0f, out[99999]);
+	free(out);
 	rbln_graph_free(g);
+	rbln_tensor_free(keep[0]);
+	rbln_tensor_free(keep[1]);
+	EXPECT_EQ(before + 400000, rbln_memory_allocated(0));
+	rbln_tensor_free(t);
 	ASSERT_EQ(RBLN_OK, rbln_synchronize(0));
 	EXPECT_EQ(before, rbln_memory_allocated(0));
 	rbln_tensor_free(x);
