@@ -363,10 +363,10 @@ RBLN_API size_t rbln_amp_supported_dtypes(rbln_dtype *out, size_t cap);
  * CUDA Graphs for rbln (docs/graphs.md): the device ops a thread issues on
  * @device between capture_begin and capture_end are recorded, not run, and
  * each replay submits them all as one job per member (or as few as the
- * device's command-buffer size allows), asynchronously, in order with the
- * device's other work. The tensors captured ops touch keep their device
- * memory, and so their addresses, while the graph lives: freeing one only
- * drops the caller's reference. Replays read what the inputs hold then:
+ * device's command-buffer size and the gathers between members allow),
+ * asynchronously, in order with the device's other work. The tensors
+ * captured ops touch keep their device memory, and so their addresses,
+ * while the graph lives: freeing one only drops the caller's reference. Replays read what the inputs hold then:
  * new inputs are copied into the captured tensors (rbln_copy). A tensor
  * created on @device while capturing lives in device memory at once, in
  * the graph's memory; zeros and full become captured fills.
