@@ -78,23 +78,6 @@ static pthread_mutex_t explain_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rbln_explain *explain_current;	/* the open region */
 static struct rbln_explain *explain_handles;	/* every live handle */
 
-/* Grows *@v (of @size-byte elements) to hold one more than @n; false when out of memory. */
-static bool grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	size_t ncap;
-	void *p;
-
-	if (n < *cap)
-		return true;
-	ncap = *cap ? *cap * 2 : 8;
-	p = realloc(*v, ncap * size);
-	if (!p)
-		return false;
-	*v = p;
-	*cap = ncap;
-	return true;
-}
-
 /* Op names are static strings, but two units may hold two copies of one. */
 static bool same_op(const char *a, const char *b)
 {
@@ -114,7 +97,7 @@ static void record_op(struct rbln_explain *e, struct op_entry **v, size_t *n, si
 			return;
 		}
 	}
-	if (!grow((void **)v, cap, *n, sizeof(**v))) {
+	if (!rbln_grow((void **)v, cap, *n + 1, sizeof(**v))) {
 		e->unattributed++;
 		return;
 	}
@@ -191,7 +174,7 @@ void rbln_explain_bounce(const char *op, bool to_host, uint64_t bytes, const voi
 			goto out;
 		}
 	}
-	if (!grow((void **)&e->bounces, &e->capbounces, e->nbounces, sizeof(*e->bounces))) {
+	if (!rbln_grow((void **)&e->bounces, &e->capbounces, e->nbounces + 1, sizeof(*e->bounces))) {
 		e->unattributed++;
 		goto out;
 	}
@@ -254,7 +237,7 @@ keep(struct rbln_explain *e, const char *fmt, ...)
 	va_start(ap, fmt);
 	len = vsnprintf(NULL, 0, fmt, ap);
 	va_end(ap);
-	if (len < 0 || !grow((void **)&e->strings, &e->capstrings, e->nstrings, sizeof(char *)))
+	if (len < 0 || !rbln_grow((void **)&e->strings, &e->capstrings, e->nstrings + 1, sizeof(char *)))
 		return NULL;
 	s = malloc((size_t)len + 1);
 	if (!s)

@@ -105,23 +105,6 @@ static uint64_t capture_ids;
 static pthread_mutex_t graphs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rbln_graph *graphs;
 
-static bool grow(void **v, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 16;
-	void *p;
-
-	if (need <= *cap)
-		return true;
-	while (n < need)
-		n *= 2;
-	p = realloc(*v, n * size);
-	if (!p)
-		return false;
-	*v = p;
-	*cap = n;
-	return true;
-}
-
 static struct graph_member *member_of(struct rbln_graph *g, const struct rbln_dev *d)
 {
 	int i;
@@ -204,7 +187,7 @@ struct rbln_graph *rbln_capture_of(int device)
 {
 	struct rbln_graph *g = capturing;
 
-	return g && (device == -2 || device == g->device) ? g : NULL;
+	return g && device == g->device ? g : NULL;
 }
 
 int rbln_graph_capturing(void)
@@ -270,9 +253,9 @@ rbln_status rbln_graph_record(struct rbln_graph *g, struct rbln_dev *d, uint32_t
 		return rbln_fail(RBLN_ERROR_UNSUPPORTED, "a %u-byte command buffer (at most %u)", len,
 				 d->max_cmd);
 	if (m->code_len + len > UINT32_MAX ||
-	    !grow((void **)&m->code, &m->code_cap, m->code_len + len, 1) ||
-	    !grow((void **)&m->ops, &m->cap_ops, m->nops + 1, sizeof(*m->ops)) ||
-	    !grow((void **)&m->bos, &m->cap_bos, m->nbos + n, sizeof(*m->bos)))
+	    !rbln_grow((void **)&m->code, &m->code_cap, m->code_len + len, 1) ||
+	    !rbln_grow((void **)&m->ops, &m->cap_ops, m->nops + 1, sizeof(*m->ops)) ||
+	    !rbln_grow((void **)&m->bos, &m->cap_bos, m->nbos + n, sizeof(*m->bos)))
 		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
 	op = &m->ops[m->nops++];
 	op->off = m->code_len;
@@ -298,7 +281,7 @@ rbln_status rbln_graph_hold(struct rbln_graph *g, rbln_tensor *t)
 	for (i = g->nheld; i-- > 0;)
 		if (g->held[i] == t)
 			return RBLN_OK;
-	if (!grow((void **)&g->held, &g->cap_held, g->nheld + 1, sizeof(*g->held)))
+	if (!rbln_grow((void **)&g->held, &g->cap_held, g->nheld + 1, sizeof(*g->held)))
 		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
 	rbln_tensor_get(t);
 	g->held[g->nheld++] = t;
@@ -325,7 +308,7 @@ void rbln_graph_recycle(struct rbln_graph *g, rbln_tensor *t)
 		if (!s->block)
 			continue;
 		/* Out of memory, the block stays with the tensor: kept, not reused. */
-		if (!grow((void **)&g->pool, &g->cap_pool, g->npool + 1, sizeof(*g->pool)))
+		if (!rbln_grow((void **)&g->pool, &g->cap_pool, g->npool + 1, sizeof(*g->pool)))
 			return;
 		g->pool[g->npool++] = (struct graph_keep){ .dev = s->dev, .block = s->block };
 		s->block = NULL;
@@ -371,7 +354,7 @@ rbln_status rbln_graph_barrier(struct rbln_graph *g)
 
 static rbln_status keep(struct rbln_graph *g, struct graph_keep k)
 {
-	if (!grow((void **)&g->kept, &g->cap_kept, g->nkept + 1, sizeof(*g->kept)))
+	if (!rbln_grow((void **)&g->kept, &g->cap_kept, g->nkept + 1, sizeof(*g->kept)))
 		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
 	g->kept[g->nkept++] = k;
 	return RBLN_OK;
@@ -381,7 +364,7 @@ rbln_status rbln_graph_keep_shards(struct rbln_graph *g, struct rbln_shard *r, i
 {
 	int i;
 
-	if (!grow((void **)&g->kept, &g->cap_kept, g->nkept + n, sizeof(*g->kept)))
+	if (!rbln_grow((void **)&g->kept, &g->cap_kept, g->nkept + n, sizeof(*g->kept)))
 		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "capturing a graph: out of host memory");
 	for (i = 0; i < n; i++)
 		if (r[i].block)
@@ -430,7 +413,7 @@ static struct graph_job *new_job(struct graph_member *m, uint32_t phase, uint32_
 {
 	struct graph_job *job;
 
-	if (!grow((void **)&m->jobs, &m->cap_jobs, m->njobs + 1, sizeof(*m->jobs)))
+	if (!rbln_grow((void **)&m->jobs, &m->cap_jobs, m->njobs + 1, sizeof(*m->jobs)))
 		return NULL;
 	job = &m->jobs[m->njobs];
 	memset(job, 0, sizeof(*job));

@@ -7,6 +7,8 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
 
 #include <rbln_drm.h>
 
@@ -21,6 +23,27 @@
 struct json_object;
 bool rbln_json_add(struct json_object *obj, const char *key, struct json_object *val);
 bool rbln_json_push(struct json_object *a, struct json_object *val);
+
+/*
+ * Makes room in the array *@v (of @size-byte elements, *@cap of them) for
+ * @need; false when out of memory, the array as it was.
+ */
+static inline bool rbln_grow(void **v, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap ? *cap : 8;
+	void *p;
+
+	if (need <= *cap)
+		return true;
+	while (n < need)
+		n *= 2;
+	p = realloc(*v, n * size);
+	if (!p)
+		return false;
+	*v = p;
+	*cap = n;
+	return true;
+}
 
 /* Sets the calling thread's last error; returns @status. */
 rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
@@ -240,8 +263,8 @@ void rbln_reap_locked(struct rbln_dev *d);
 
 /*
  * Graph capture (rbln_graph.c). The capture of the calling thread, if it
- * captures on logical device @device (any device: -2), else NULL: a
- * thread-local load when it captures nothing.
+ * captures on logical device @device, else NULL: a thread-local load when
+ * it captures nothing.
  */
 struct rbln_graph;
 struct rbln_graph *rbln_capture_of(int device);

@@ -32,7 +32,6 @@ rbln_status rbln_peer_get(struct rbln_dev *to, struct rbln_dev *from, struct rbl
 			  uint64_t offset, uint32_t *handle, uint64_t *va, uint64_t *at)
 {
 	struct rbln_drm_bo_info info;
-	struct rbln_peer_ref *ref;
 	uint32_t h = 0;
 	int ret, fd = -1;
 	size_t i;
@@ -52,17 +51,9 @@ rbln_status rbln_peer_get(struct rbln_dev *to, struct rbln_dev *from, struct rbl
 		;
 	if (!ret && i == to->npeers) {
 		ret = rbln_drm_bo_info(to->drm, h, &info);
-		if (!ret && to->npeers == to->cap_peers) {
-			size_t cap = to->cap_peers ? 2 * to->cap_peers : 8;
-
-			ref = realloc(to->peers, cap * sizeof(*ref));
-			if (ref) {
-				to->peers = ref;
-				to->cap_peers = cap;
-			} else {
-				ret = -ENOMEM;
-			}
-		}
+		if (!ret && !rbln_grow((void **)&to->peers, &to->cap_peers, to->npeers + 1,
+				       sizeof(*to->peers)))
+			ret = -ENOMEM;
 		if (!ret)
 			to->peers[to->npeers++] = (struct rbln_peer_ref){ .handle = h, .va = info.va };
 		else
