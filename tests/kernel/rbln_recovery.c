@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
@@ -575,20 +576,36 @@ TEST_F(recovery, job_completing_as_it_times_out)
 	EXPECT_EQ(1, ctx_check(&self->b, 12));
 }
 
-/* The state letter of process @pid (/proc/PID/stat), or 0. */
-static char proc_state(pid_t pid)
+/*
+ * Whether process @pid sleeps uninterruptibly ('D' in /proc/PID/stat) in
+ * ioctl(@fd, @request) (/proc/PID/syscall): sleeping anywhere else, say
+ * paging in its code from the guest's 9p root, it has not reached the wait
+ * a kill is meant to land in.
+ */
+static bool blocked_in_ioctl(pid_t pid, int fd, unsigned long request)
 {
 	char path[64], buf[512], *p = NULL;
+	unsigned long nr, a0, a1;
+	bool blocked = false;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	f = fopen(path, "r");
 	if (!f)
-		return 0;
+		return false;
 	if (fgets(buf, sizeof(buf), f))
 		p = strrchr(buf, ')');
 	fclose(f);
-	return p && p[1] == ' ' ? p[2] : 0;
+	if (!p || strncmp(p, ") D ", 4))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (fscanf(f, "%lu %lx %lx", &nr, &a0, &a1) == 3)
+		blocked = nr == SYS_ioctl && a0 == (unsigned long)fd && a1 == request;
+	fclose(f);
+	return blocked;
 }
 
 /*
@@ -627,9 +644,12 @@ TEST_F(recovery, killed_queue_destroy_drops_waiting_jobs_uncounted)
 		_exit(rbln_drm_queue_destroy(self->a.dev, queue) ? 1 : 0);
 	/* Killed where it waits: the hung job holds it for a second and a half. */
 	deadline = rbln_test_now_ms() + rbln_test_ms(1000);
-	while (proc_state(pid) != 'D' && rbln_test_now_ms() < deadline)
+	while (!blocked_in_ioctl(pid, fd, DRM_IOCTL_RBLN_QUEUE_DESTROY) &&
+	       rbln_test_now_ms() < deadline)
 		usleep(1000);
-	EXPECT_EQ('D', proc_state(pid));
+	EXPECT_TRUE(blocked_in_ioctl(pid, fd, DRM_IOCTL_RBLN_QUEUE_DESTROY));
+	/* Else the child came too late, and what follows tests nothing. */
+	EXPECT_EQ(-ETIME, drmSyncobjWait(fd, &hung.handle, 1, 0, 0, NULL));
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	ASSERT_EQ(pid, waitpid(pid, &wstatus, 0));
 	EXPECT_TRUE(WIFSIGNALED(wstatus));
