@@ -234,10 +234,14 @@ int rbln_current_device(void)
 	return current_device < 0 ? 0 : current_device;
 }
 
+/* As torch.cuda.set_device(): a negative index selects nothing and is no error. */
 rbln_status rbln_set_device(int device)
 {
-	rbln_status st = check_device(device);
+	rbln_status st;
 
+	if (device < 0)
+		return RBLN_OK;
+	st = check_device(device);
 	if (st == RBLN_OK)
 		current_device = device;
 	return st;

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -95,8 +96,16 @@ TEST(devices)
 	EXPECT_EQ(RBLN_OK, rbln_device_parse("rbln", &d));
 	EXPECT_EQ(1, d);
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_set_device(2));
-	EXPECT_NE(NULL, strstr(rbln_last_error(), "device 2 does not exist"));
-	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_set_device(-1));
+	EXPECT_STREQ("device 2 does not exist (2 devices)", rbln_last_error());
+	EXPECT_EQ(1, rbln_current_device());
+	/* A negative index is a silent no-op, as torch.cuda.set_device(-1) is. */
+	EXPECT_EQ(RBLN_OK, rbln_set_device(-1));
+	EXPECT_EQ(1, rbln_current_device());
+	EXPECT_EQ(RBLN_OK, rbln_set_device(INT_MIN));
+	EXPECT_EQ(1, rbln_current_device());
+	EXPECT_STREQ("device 2 does not exist (2 devices)", rbln_last_error());
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_set_device(INT_MAX));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "device 2147483647 does not exist"));
 	EXPECT_EQ(1, rbln_current_device());
 	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_device_parse("rbln:x", &d));
 	EXPECT_NE(NULL, strstr(rbln_last_error(), "\"rbln:x\" is not a device"));

@@ -26,6 +26,9 @@ TEST(no_device)
 	EXPECT_EQ(-1, rbln_current_device());
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_set_device(0));
 	EXPECT_NE(NULL, strstr(rbln_last_error(), "no rbln device"));
+	/* A negative index is a no-op even then, as in torch.cuda.set_device(). */
+	EXPECT_EQ(RBLN_OK, rbln_set_device(-1));
+	EXPECT_EQ(-1, rbln_current_device());
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_device_parse("rbln", &d));
 	EXPECT_EQ(NULL, rbln_tensor_zeros(shape, 1, RBLN_F32, 0));
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_synchronize(-1));

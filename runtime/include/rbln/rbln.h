@@ -59,7 +59,11 @@ RBLN_API int rbln_physical_device_count(void);
 RBLN_API int64_t rbln_device_summary(char *buf, size_t size);
 /* The calling thread's current device (0 until set); -1 when there is none. */
 RBLN_API int rbln_current_device(void);
-/* Makes @device the calling thread's current device. */
+/*
+ * Makes @device the calling thread's current device. A negative @device
+ * is a silent no-op returning RBLN_OK, as torch.cuda.set_device(-1) is;
+ * one that does not exist is RBLN_ERROR_NO_DEVICE.
+ */
 RBLN_API rbln_status rbln_set_device(int device);
 /* Parses "rbln", "rbln:N" or "N" into a device index ("rbln": current). */
 RBLN_API rbln_status rbln_device_parse(const char *name, int *device);
