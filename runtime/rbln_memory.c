@@ -145,9 +145,23 @@ rbln_status rbln_reset_peak_memory_stats(int device)
 	return for_each_member(device, rbln_allocator_reset_peak);
 }
 
+/* The allocator's totals and counters, and lazy.materializations, the one lazy count. */
 rbln_status rbln_reset_accumulated_memory_stats(int device)
 {
-	return for_each_member(device, rbln_allocator_reset_accumulated);
+	struct rbln_ldev *l = rbln_ldev_get(device);
+	int i;
+
+	if (!l)
+		return rbln_last_status();
+	for (i = 0; i < l->nmembers; i++) {
+		struct rbln_dev *d = l->members[i];
+
+		rbln_allocator_reset_accumulated(d->alloc);
+		pthread_mutex_lock(&d->lock);
+		d->lazy_materializations = 0;
+		pthread_mutex_unlock(&d->lock);
+	}
+	return RBLN_OK;
 }
 
 rbln_status rbln_empty_cache(int device)

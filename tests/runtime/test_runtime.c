@@ -441,11 +441,24 @@ TEST(stats_walk_and_resets)
 	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
 	EXPECT_EQ(s.allocated.current, s.allocated.peak);
 	EXPECT_EQ(s.reserved.current, s.reserved.peak);
+	EXPECT_EQ(1, s.lazy_materializations);
 	ASSERT_EQ(RBLN_OK, rbln_reset_accumulated_memory_stats(0));
 	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
 	EXPECT_EQ(0, s.allocated.total_allocated);
 	EXPECT_EQ(0, s.reserved.total_freed);
 	EXPECT_EQ(0, s.num_device_alloc);
+	/* an accumulated counter too; the lazy figures of now stay */
+	EXPECT_EQ(0, s.lazy_materializations);
+	t = rbln_tensor_zeros(shape, 1, RBLN_F32, 0);
+	ASSERT_NE(NULL, t);
+	ASSERT_EQ(RBLN_OK, rbln_reset_accumulated_memory_stats(0));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(1, s.lazy_tensors);
+	EXPECT_EQ(4000, s.lazy_host_bytes);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(1, s.lazy_materializations);
+	rbln_tensor_free(t);
 	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_memory_stats(0, NULL));
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_stats(9, &s));
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_allocated(9));

@@ -186,7 +186,13 @@ RBLN_API rbln_status rbln_memory_stats(int device, struct rbln_memory_stats *out
 RBLN_API bool rbln_memory_stats_entry(const struct rbln_memory_stats *stats, size_t i,
 			     const char **key, int64_t *value);
 
+/* Every peak becomes its current value. */
 RBLN_API rbln_status rbln_reset_peak_memory_stats(int device);
+/*
+ * The accumulated figures go to 0: the totals (total_allocated,
+ * total_freed), num_*, and lazy.materializations; lazy.host_bytes and
+ * lazy.tensors are current figures and stay.
+ */
 RBLN_API rbln_status rbln_reset_accumulated_memory_stats(int device);
 
 /* --- memory snapshots and history -------------------------------------------- */
