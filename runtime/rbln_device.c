@@ -271,15 +271,18 @@ rbln_status rbln_device_parse(const char *name, int *device)
 	return check_device(*device);
 }
 
+/* A guard that failed does nothing either, but says so in its status. */
 rbln_device_guard rbln_device_enter(int device)
 {
-	rbln_device_guard guard = { .previous = -1 };
+	rbln_device_guard guard = { .previous = -1, .status = RBLN_OK };
 
 	if (device < 0)
 		return guard;
-	guard.previous = rbln_current_device();
-	if (rbln_set_device(device) != RBLN_OK)
-		guard.previous = -1;
+	guard.status = check_device(device);
+	if (guard.status == RBLN_OK) {
+		guard.previous = rbln_current_device();
+		current_device = device;
+	}
 	return guard;
 }
 

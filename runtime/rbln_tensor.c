@@ -542,7 +542,9 @@ bool rbln_tensor_is_materialized(const rbln_tensor *t)
 
 rbln_device_guard rbln_device_enter_of(const rbln_tensor *t)
 {
-	return rbln_device_enter(t && t->magic == RBLN_TENSOR_MAGIC ? t->device : -1);
+	if (!rbln_tensor_ok(t, "rbln_device_enter_of"))
+		return (rbln_device_guard){ .previous = -1, .status = RBLN_ERROR_INVALID };
+	return rbln_device_enter(t->device);
 }
 
 void rbln_shard_used(struct rbln_shard *s, uint64_t point)

@@ -146,7 +146,11 @@ TEST(device_guards_nest)
 	EXPECT_EQ(1, rbln_current_device());
 	inner = rbln_device_enter(0);
 	EXPECT_EQ(0, rbln_current_device());
+	EXPECT_EQ(RBLN_OK, outer.status);
+	EXPECT_EQ(RBLN_OK, inner.status);
 	none = rbln_device_enter(-1);
+	EXPECT_EQ(-1, none.previous);
+	EXPECT_EQ(RBLN_OK, none.status);
 	EXPECT_EQ(0, rbln_current_device());
 	rbln_device_exit(&none);
 	rbln_device_exit(&inner);
@@ -169,6 +173,48 @@ TEST(device_guards_nest)
 	EXPECT_EQ(0, rbln_current_device());
 	rbln_tensor_free(cpu);
 	rbln_tensor_free(dev1);
+}
+
+/*
+ * A guard on a device that does not exist does nothing, like a no-op
+ * guard, but says why: torch.rbln.device(9) raises where device(-1) and
+ * device(None) do nothing.
+ */
+TEST(device_guard_of_no_device_fails)
+{
+	rbln_device_guard g;
+
+	ASSERT_EQ(RBLN_OK, rbln_set_device(1));
+	g = rbln_device_enter(2);
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, g.status);
+	EXPECT_EQ(-1, g.previous);
+	EXPECT_STREQ("device 2 does not exist (2 devices)", rbln_last_error());
+	EXPECT_EQ(1, rbln_current_device());
+	rbln_device_exit(&g);
+	EXPECT_EQ(1, rbln_current_device());
+
+	g = rbln_device_enter(INT_MAX);
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, g.status);
+	rbln_device_exit(&g);
+	EXPECT_EQ(1, rbln_current_device());
+
+	/* no tensor at all is an error too, where a CPU tensor is a no-op */
+	g = rbln_device_enter_of(NULL);
+	EXPECT_EQ(RBLN_ERROR_INVALID, g.status);
+	EXPECT_EQ(-1, g.previous);
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "rbln_device_enter_of"));
+	rbln_device_exit(&g);
+	EXPECT_EQ(1, rbln_current_device());
+
+	/* a guard that failed leaves rbln_last_error() to the next failure only */
+	g = rbln_device_enter(-1);
+	EXPECT_EQ(RBLN_OK, g.status);
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "rbln_device_enter_of"));
+	g = rbln_device_enter(0);
+	EXPECT_EQ(RBLN_OK, g.status);
+	EXPECT_EQ(0, rbln_current_device());
+	rbln_device_exit(&g);
+	EXPECT_EQ(1, rbln_current_device());
 }
 
 /* Each child sets RBLN_VISIBLE_DEVICES before its first librbln call. */

@@ -36,6 +36,12 @@ TEST(no_device)
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_allocated(-1));
 	g = rbln_device_enter(0);
 	EXPECT_EQ(-1, g.previous);
+	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, g.status);
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "no rbln device"));
+	rbln_device_exit(&g);
+	g = rbln_device_enter(-1);
+	EXPECT_EQ(-1, g.previous);
+	EXPECT_EQ(RBLN_OK, g.status);
 	rbln_device_exit(&g);
 
 	/* The offload switch needs no device either. */

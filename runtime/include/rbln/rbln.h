@@ -70,10 +70,16 @@ RBLN_API rbln_status rbln_device_parse(const char *name, int *device);
 
 /* The device guard: restores the previous current device on exit. */
 typedef struct rbln_device_guard {
-	int previous;	/* -1: the guard did nothing */
+	int previous;		/* -1: the guard did nothing */
+	rbln_status status;	/* RBLN_OK, or why it could not enter the device */
 } rbln_device_guard;
 
-/* Enters @device; a negative @device is a no-op guard. */
+/*
+ * Enters @device. A negative @device gives a guard that does nothing with
+ * status RBLN_OK (torch.rbln.device(-1) or device(None)); a device that
+ * does not exist, one that does nothing with status RBLN_ERROR_NO_DEVICE
+ * and rbln_last_error() set (torch.rbln.device(9) raises).
+ */
 RBLN_API rbln_device_guard rbln_device_enter(int device);
 RBLN_API void rbln_device_exit(rbln_device_guard *guard);
 
@@ -138,7 +144,10 @@ RBLN_API rbln_tensor *rbln_tensor_to(rbln_tensor *t, int device, bool non_blocki
 /* Copies the element data to @out (@size >= rbln_tensor_nbytes()), waiting for it. */
 RBLN_API rbln_status rbln_tensor_read(rbln_tensor *t, void *out, size_t size);
 
-/* The device guard of a tensor's device; a no-op for a CPU tensor. */
+/*
+ * The device guard of a tensor's device; a no-op (status RBLN_OK) for a
+ * CPU tensor, status RBLN_ERROR_INVALID for what is not a tensor.
+ */
 RBLN_API rbln_device_guard rbln_device_enter_of(const rbln_tensor *t);
 
 /* --- synchronization and memory ------------------------------------------------ */
