@@ -22,6 +22,7 @@ rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
 	return status;
 }
 
+/* Set by every rbln_fail(), so also what the internal callers pass on. */
 rbln_status rbln_last_status(void)
 {
 	return last_status;

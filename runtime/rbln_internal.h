@@ -48,8 +48,6 @@ static inline bool rbln_grow(void **v, size_t *cap, size_t need, size_t size)
 /* Sets the calling thread's last error; returns @status. */
 rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* The status of the calling thread's last rbln_fail(). */
-rbln_status rbln_last_status(void);
 /* The status a negative errno from the driver or the allocator maps to. */
 rbln_status rbln_errno_status(int err);
 

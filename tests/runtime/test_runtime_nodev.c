@@ -4,6 +4,7 @@
  * crash, counts of zero, and clear errors
  */
 
+#include <pthread.h>
 #include <string.h>
 
 #include <rbln/rbln.h>
@@ -57,6 +58,39 @@ TEST(no_device)
 	EXPECT_EQ(RBLN_CPU, rbln_tensor_device(t));
 	EXPECT_EQ(16u, rbln_tensor_nbytes(t));
 	rbln_tensor_free(t);
+}
+
+/*
+ * A call that returns NULL (here a second explain region) leaves its
+ * status for the caller to read, through the shared library, per thread.
+ */
+static void *other_thread_status(void *arg)
+{
+	*(rbln_status *)arg = rbln_last_status();
+	return NULL;
+}
+
+TEST(last_status_of_a_busy_region)
+{
+	rbln_status other = RBLN_ERROR_DEVICE;
+	rbln_explain *e;
+	pthread_t th;
+
+	EXPECT_EQ(RBLN_OK, rbln_last_status());	/* nothing failed yet */
+	e = rbln_explain_begin(false);
+	ASSERT_NE(NULL, e);
+	EXPECT_EQ(NULL, rbln_explain_begin(true));
+	EXPECT_EQ(RBLN_ERROR_BUSY, rbln_last_status());
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "already open"));
+	ASSERT_EQ(0, pthread_create(&th, NULL, other_thread_status, &other));
+	pthread_join(th, NULL);
+	EXPECT_EQ(RBLN_OK, other);
+	/* a success leaves the last failure's status, as it leaves its message */
+	EXPECT_EQ(RBLN_OK, rbln_explain_end(e));
+	EXPECT_EQ(RBLN_ERROR_BUSY, rbln_last_status());
+	EXPECT_EQ(NULL, rbln_tensor_zeros(NULL, 1, RBLN_F32, RBLN_CPU));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_last_status());
+	rbln_explain_free(e);
 }
 
 TEST(no_device_memory_snapshot)

@@ -753,8 +753,13 @@ TEST(nested_region_is_busy)
 	op_dispatch(RBLN_DISPATCH_RECOMPILE, "add", 1);
 	EXPECT_EQ(NULL, rbln_explain_begin(false));
 	EXPECT_NE(NULL, strstr(rbln_last_error(), "already open"));
+	/* the caller reads the status: busy, not out of memory */
+	EXPECT_EQ(RBLN_ERROR_BUSY, rbln_last_status());
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_explain_end(NULL));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_last_status());
 	EXPECT_EQ(NULL, rbln_profile_begin(true));
 	EXPECT_NE(NULL, strstr(rbln_last_error(), "already open"));
+	EXPECT_EQ(RBLN_ERROR_BUSY, rbln_last_status());
 	/* The open region goes on unharmed. */
 	EXPECT_TRUE(rbln_explain_active());
 	op_dispatch(RBLN_DISPATCH_RECOMPILE, "add", 1);

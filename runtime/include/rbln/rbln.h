@@ -35,6 +35,12 @@ typedef enum rbln_status {
 
 /* The message of the calling thread's last failure; "" if none. */
 RBLN_API const char *rbln_last_error(void);
+/*
+ * The status of that failure; RBLN_OK if none. What a function that
+ * returns NULL or a guard failed with (RBLN_ERROR_BUSY from
+ * rbln_explain_begin(), ...): like rbln_last_error(), a success leaves it.
+ */
+RBLN_API rbln_status rbln_last_status(void);
 /* A fixed name for a status, e.g. "RBLN_ERROR_INVALID". */
 RBLN_API const char *rbln_status_name(rbln_status status);
 
