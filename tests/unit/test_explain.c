@@ -961,7 +961,8 @@ TEST(profile_aliases)
 	EXPECT_EQ(NULL, rbln_profile_report(p));
 	ASSERT_EQ(RBLN_OK, rbln_profile_end(p));
 	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_profile_end(p));
-	EXPECT_EQ(0, strncmp(rbln_profile_report(p), "[overhead: 1 signal]\n", 21));
+	/* the seed's marker word for word, whatever N: one pattern matches every report */
+	EXPECT_EQ(0, strncmp(rbln_profile_report(p), "[overhead: 1 signals]\n", 22));
 	ASSERT_EQ(RBLN_OK, rbln_profile_verdict(p, &v));
 	EXPECT_FALSE(v.clean);
 	ASSERT_EQ(1u, v.nreasons);
