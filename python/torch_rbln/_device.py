@@ -6,6 +6,7 @@ guard is that same current device: selecting one here is what torch's
 device guard sees, and the reverse.
 """
 
+import ctypes
 import operator
 
 import torch
@@ -106,27 +107,26 @@ class device:
 
     ``device(None)`` and a negative index are no-ops; a device that does not
     exist raises RuntimeError on entering. Leaving restores the device that
-    was current on entering, in the thread that entered.
+    was current on entering, in the thread that entered. librbln's device
+    guard does both.
     """
 
     def __init__(self, device):
         # None: no-op; "rbln": the current device, whichever it is on entering.
         self.idx = -1 if device is None else device_index(device, "torch.rbln.device")
-        self.prev = -1
+        self.guard = None
 
     def __enter__(self):
-        if self.idx is not None and self.idx < 0:
-            return self
-        prev = current_device()
-        if self.idx is not None:
-            check(lib.rbln_set_device(self.idx))
-        self.prev = prev
+        idx = current_device() if self.idx is None else self.idx
+        guard = lib.rbln_device_enter(idx)
+        check(guard.status)
+        self.guard = guard
         return self
 
     def __exit__(self, *exc):
-        if self.prev >= 0:
-            check(lib.rbln_set_device(self.prev))
-            self.prev = -1
+        if self.guard is not None:
+            lib.rbln_device_exit(ctypes.byref(self.guard))
+            self.guard = None
         return False
 
 

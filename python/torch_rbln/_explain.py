@@ -11,7 +11,7 @@ import ctypes
 import json
 import warnings
 
-from ._lib import ExplainVerdict, check, last_error, lib, take_string
+from ._lib import ExplainVerdict, check, failed, lib, take_string
 
 
 class RBLNExplain:
@@ -33,7 +33,7 @@ class RBLNExplain:
                                "create a new one with torch.rbln.explain()")
         h = lib.rbln_explain_begin(self.with_stack)
         if not h:
-            raise RuntimeError(last_error())
+            raise failed()
         self._handle = h
         return self
 
@@ -62,7 +62,7 @@ class RBLNExplain:
         """The report: a [clean] / [overhead: N signals] marker, the signal table, the details."""
         text = lib.rbln_explain_report(self._ended_handle("report"))
         if text is None:
-            raise RuntimeError(last_error())
+            raise failed()
         return text.decode()
 
     def verdict(self):
@@ -80,7 +80,7 @@ class RBLNExplain:
         """Every signal as raw numbers: librbln's dump (rbln_explain_dump_json(3)) as a dict."""
         p = lib.rbln_explain_dump_json(self._ended_handle("dump"))
         if not p:
-            raise RuntimeError(last_error())
+            raise failed()
         return json.loads(take_string(p))
 
     def __str__(self):

@@ -26,6 +26,10 @@ ERROR_CAPTURE = -7
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8)
 
 
+class DeviceGuard(ctypes.Structure):
+    _fields_ = [("previous", ctypes.c_int), ("status", ctypes.c_int)]
+
+
 class MemoryStat(ctypes.Structure):
     _fields_ = [(name, ctypes.c_int64)
                 for name in ("current", "peak", "total_allocated", "total_freed")]
@@ -69,6 +73,7 @@ _ptr = ctypes.c_void_p
 
 _PROTOTYPES = {
     "rbln_last_error": (_str, []),
+    "rbln_last_status": (_int, []),
     "rbln_status_name": (_str, [_int]),
     "rbln_is_available": (_bool, []),
     "rbln_device_count": (_int, []),
@@ -76,6 +81,8 @@ _PROTOTYPES = {
     "rbln_device_summary": (_i64, [ctypes.c_char_p, _size]),
     "rbln_current_device": (_int, []),
     "rbln_set_device": (_int, [_int]),
+    "rbln_device_enter": (DeviceGuard, [_int]),
+    "rbln_device_exit": (None, [ctypes.POINTER(DeviceGuard)]),
     "rbln_synchronize": (_int, [_int]),
     "rbln_empty_cache": (_int, [_int]),
     "rbln_memory_allocated": (_i64, [_int]),
@@ -125,6 +132,11 @@ def error(status, what=None):
     if status == ERROR_OUT_OF_MEMORY:
         return torch.OutOfMemoryError(msg)
     return RuntimeError(msg)
+
+
+def failed(what=None):
+    """The exception for a call that failed without returning its status (NULL)."""
+    return error(lib.rbln_last_status(), what)
 
 
 def check(status, what=None):
