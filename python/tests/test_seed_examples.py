@@ -14,7 +14,7 @@ import torch
 
 import torch_rbln  # noqa: F401
 
-LOGICAL = bool(os.environ.get("RBLN_DEVICE_MAP") or os.environ.get("RBLN_NPUS_PER_DEVICE"))
+TWO = torch.rbln.device_count() >= 2
 
 
 def test_device():
@@ -26,7 +26,7 @@ def test_device():
     assert torch.isfinite(x.cpu()).all()
 
 
-@pytest.mark.skipif(LOGICAL, reason="the example needs rbln:1")
+@pytest.mark.skipif(not TWO, reason="the example needs rbln:1")
 def test_device_of():
     # --- seed
     tensor = torch.tensor([2, 64], device="rbln:1")
