@@ -102,6 +102,18 @@ def test_with_stack_names_the_python_line():
     assert f"{HERE}:{where}" in p.report()
 
 
+def test_with_stack_names_the_line_of_a_recompile():
+    x = torch.ones(41, 43, device="rbln")  # a shape no other test uses
+    with torch.rbln.explain(with_stack=True) as p:
+        y = x - x; where = line()  # noqa: E702
+    assert torch.equal(y.cpu(), torch.zeros(41, 43))
+    d = p.dump()
+    (recompile,) = d["recompiles_by_op"]
+    assert "sub" in recompile["op"] and recompile["count"] == 1
+    (site,) = recompile["sites"]
+    assert site["site"].endswith(f"{HERE}:{where}"), site
+
+
 def test_second_region_raises():
     with torch.rbln.explain() as outer:
         with pytest.raises(RuntimeError, match="already open"):

@@ -107,7 +107,8 @@ def test_lazy_allocation():
     assert lazy["lazy.tensors"] == before["lazy.tensors"] + 1
     assert lazy["lazy.host_bytes"] == before["lazy.host_bytes"] + 4096
     assert torch.rbln.memory_stats()["lazy.tensors"] == lazy["lazy.tensors"]
-    x.fill_(3.0)  # a device op
+    x.fill_(1.0)  # may stay in host memory: nothing needs the device yet
+    x.add_(2.0)  # a device op: x moves to device memory
     torch.rbln.synchronize()
     used = c_stats()
     assert used["allocated.current"] == before["allocated.current"] + 4096
