@@ -115,6 +115,14 @@
  * mutex and claim every thread cache: a snapshot is of one state, in which
  * cached == reserved - active.
  *
+ * Groups.  An allocator in a group (the members of a logical device)
+ * applies each operation's net change to the group as well, where it
+ * applies it to itself: on a cache's fast path inside the cache, else in
+ * delta_apply() under its mutex, with the change of reserved since the
+ * last one.  The group's current values are exact sums and its peaks the
+ * largest sums between operations, kept under the group's lock, the last
+ * lock taken (see rbln_alloc.h).
+ *
  * History.  Off, the entry points test one flag and pass no call record
  * down (struct call): nothing is recorded, no site captured, and a free
  * tests the block's site, which it keeps only from an allocation made with
@@ -327,6 +335,7 @@ struct rbln_allocator {
 	void *ctx;
 	struct alloc_conf conf;
 	atomic_bool hist_on;		/* history: the one flag the fast paths test */
+	struct rbln_alloc_group *group;	/* set by join with every lock held; NULL: none */
 
 	/* written under lock, away from the lines above (false sharing) */
 	alignas(CACHE_LINE) pthread_mutex_t lock;
@@ -351,6 +360,7 @@ struct rbln_allocator {
 	int64_t allow_sum[S_SHARED];	/* of the thread caches' allow */
 	struct totals totals;		/* of the mutex-protected paths */
 	struct rbln_stat reserved;
+	int64_t group_reserved;		/* reserved.current as the group last had it */
 	int64_t num_alloc_retries, num_ooms, num_device_alloc, num_device_free;
 
 	struct history hist;
@@ -631,6 +641,35 @@ static void peaks_refold(struct rbln_allocator *a)
 	tc_unlock_all(a);
 }
 
+/* A group's figures: the shared statistics', then reserved's. */
+enum { G_RESERVED = S_SHARED, G_STATS };
+_Static_assert(G_STATS == sizeof(((struct rbln_alloc_group *)0)->current) / sizeof(int64_t),
+	       "a group keeps every statistic with a current value");
+
+/* Adds @d to the group's value of stat @i, its lock held. */
+static void group_move(struct rbln_alloc_group *g, int i, int64_t d)
+{
+	g->current[i] += d;
+	if (g->current[i] > g->peak[i])
+		g->peak[i] = g->current[i];
+}
+
+/*
+ * Applies an operation's net change @d, and @reserved to reserved, to
+ * @a's group, where @a applies it to itself (see Groups).
+ */
+static void group_apply(struct rbln_allocator *a, const struct delta *d, int64_t reserved)
+{
+	struct rbln_alloc_group *g = a->group;
+	int i;
+
+	pthread_mutex_lock(&g->lock);
+	for (i = 0; i < S_SHARED; i++)
+		group_move(g, i, d->d[i]);
+	group_move(g, G_RESERVED, reserved);
+	pthread_mutex_unlock(&g->lock);
+}
+
 /*
  * Applies a thread cache operation's net change to @tc's share, its lock
  * held: false, and nothing changed, if a value would rise past its
@@ -668,6 +707,13 @@ static void delta_apply(struct rbln_allocator *a, const struct delta *d)
 	bool over = false;
 	int i;
 
+	if (a->group) {
+		int64_t r = a->reserved.current - a->group_reserved;
+
+		a->group_reserved = a->reserved.current;
+		if (r || d->d[S_ALLOCATED] || d->d[S_ACTIVE] || d->d[S_CACHED])
+			group_apply(a, d, r);
+	}
 	if (tc) {
 		bool taken;
 
@@ -1810,6 +1856,8 @@ tc_take(struct rbln_allocator *a, struct tcache *tc, uint64_t rounded, uint64_t 
 	d = (struct delta){ { (int64_t)size, (int64_t)b->size, -(int64_t)b->size } };
 	if (!tc_delta_apply(tc, &d, exact))
 		return -EAGAIN;
+	if (a->group)
+		group_apply(a, &d, 0);
 	tc_unlink(tc, cls, link);
 	b->in_tc = false;
 	b->requested = size;
@@ -1838,6 +1886,8 @@ tc_put(struct rbln_allocator *a, struct tcache *tc, struct rbln_block *b, struct
 	d = (struct delta){ { -(int64_t)b->requested, -(int64_t)b->size, (int64_t)b->size } };
 	if (!tc_delta_apply(tc, &d, exact))
 		return -EAGAIN;
+	if (a->group)
+		group_apply(a, &d, 0);
 	b->st = pstate_merge(pstate_normalize(a, b->st), pstate_normalize(a, last));
 	if (c)
 		hist_free(a, c, b, b->st);
@@ -2874,6 +2924,65 @@ void rbln_allocator_reset_accumulated(struct rbln_allocator *a)
 	a->num_device_free = 0;
 	tc_unlock_all(a);
 	pthread_mutex_unlock(&a->lock);
+}
+
+void rbln_alloc_group_init(struct rbln_alloc_group *g)
+{
+	memset(g, 0, sizeof(*g));
+	pthread_mutex_init(&g->lock, NULL);
+}
+
+void rbln_alloc_group_destroy(struct rbln_alloc_group *g)
+{
+	pthread_mutex_destroy(&g->lock);
+}
+
+/* Every lock held, so no operation is half applied: @a's values go into @g at once. */
+void rbln_allocator_join(struct rbln_allocator *a, struct rbln_alloc_group *g)
+{
+	int i;
+
+	alloc_lock(a);
+	tc_lock_all(a);
+	if (!a->group) {
+		pthread_mutex_lock(&g->lock);
+		for (i = 0; i < S_SHARED; i++)
+			group_move(g, i, stat_current(a, i));
+		group_move(g, G_RESERVED, a->reserved.current);
+		pthread_mutex_unlock(&g->lock);
+		a->group_reserved = a->reserved.current;
+		a->group = g;
+	}
+	tc_unlock_all(a);
+	pthread_mutex_unlock(&a->lock);
+}
+
+void rbln_alloc_group_stats(struct rbln_alloc_group *g, struct rbln_allocator_stats *out)
+{
+	struct rbln_stat *to[G_STATS];
+	int i;
+
+	memset(out, 0, sizeof(*out));
+	to[S_ALLOCATED] = &out->allocated;
+	to[S_ACTIVE] = &out->active;
+	to[S_CACHED] = &out->cached;
+	to[G_RESERVED] = &out->reserved;
+	pthread_mutex_lock(&g->lock);
+	for (i = 0; i < G_STATS; i++) {
+		to[i]->current = g->current[i];
+		to[i]->peak = g->peak[i];
+	}
+	pthread_mutex_unlock(&g->lock);
+}
+
+void rbln_alloc_group_reset_peak(struct rbln_alloc_group *g)
+{
+	int i;
+
+	pthread_mutex_lock(&g->lock);
+	for (i = 0; i < G_STATS; i++)
+		g->peak[i] = g->current[i];
+	pthread_mutex_unlock(&g->lock);
 }
 
 /* ---- snapshots -------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #ifndef RBLN_ALLOC_H
 #define RBLN_ALLOC_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -104,6 +105,29 @@ struct rbln_allocator_stats {
 void rbln_allocator_stats(struct rbln_allocator *a, struct rbln_allocator_stats *out);
 void rbln_allocator_reset_peak(struct rbln_allocator *a);		/* peak = current, for every stat */
 void rbln_allocator_reset_accumulated(struct rbln_allocator *a);	/* totals and counters to 0 */
+
+/*
+ * Allocators that count together: the members of a logical device.  The
+ * group keeps the current value and the peak of allocated, reserved,
+ * active and cached over all of them, and each operation of a member
+ * applies its net change to them as it applies it to its own, under the
+ * group's lock: so a group's peak is a value its sum had, where the sum of
+ * the members' peaks may be one it never had (their peaks need not come at
+ * once).  Totals and counters are plain sums of the members', and are not
+ * kept here.  The lock is taken last of all, with nothing inside it.
+ */
+struct rbln_alloc_group {
+	pthread_mutex_t lock;
+	int64_t current[4], peak[4];	/* private: rbln_alloc_group_stats() reads them */
+};
+void rbln_alloc_group_init(struct rbln_alloc_group *g);
+void rbln_alloc_group_destroy(struct rbln_alloc_group *g);	/* once its members are gone */
+/* From now on @a counts in @g (with what it holds now); once per allocator. */
+void rbln_allocator_join(struct rbln_allocator *a, struct rbln_alloc_group *g);
+/* current and peak of allocated, reserved, active and cached over @g; the rest 0. */
+void rbln_alloc_group_stats(struct rbln_alloc_group *g, struct rbln_allocator_stats *out);
+/* The group's peaks become its current values (the members' own: rbln_allocator_reset_peak()). */
+void rbln_alloc_group_reset_peak(struct rbln_alloc_group *g);
 
 /*
  * Memory history and snapshots (rbln_memory_snapshot(3) over these).

@@ -84,8 +84,11 @@ static void group_devices(void)
 	for (g = 0; g < m->ngroups; g++) {
 		ldevs[g].index = g;
 		ldevs[g].nmembers = m->start[g + 1] - m->start[g];
-		for (k = 0; k < ldevs[g].nmembers; k++)
+		rbln_alloc_group_init(&ldevs[g].group);
+		for (k = 0; k < ldevs[g].nmembers; k++) {
 			ldevs[g].members[k] = &devices[m->member[m->start[g] + k]];
+			ldevs[g].members[k]->ldev = &ldevs[g];
+		}
 	}
 	ldev_count = m->ngroups;
 	if (m->nunused) {
@@ -436,10 +439,14 @@ static void dev_open(void)
 	d->alloc = rbln_allocator_create_conf(abi >= 3 ? &segment_ops_vm_bind : &segment_ops, d,
 					      getenv("RBLN_ALLOC_CONF"), d->open_error,
 					      sizeof(d->open_error));
-	if (!d->alloc)
+	if (!d->alloc) {
 		d->open_status = errno == EINVAL ? RBLN_ERROR_INVALID : RBLN_ERROR_OUT_OF_MEMORY;
-	else
-		__atomic_store_n(&d->ready, true, __ATOMIC_RELEASE);
+		return;
+	}
+	/* A logical device of several members keeps its own figures (rbln_memory_stats()). */
+	if (d->ldev && d->ldev->nmembers > 1)
+		rbln_allocator_join(d->alloc, &d->ldev->group);
+	__atomic_store_n(&d->ready, true, __ATOMIC_RELEASE);
 }
 
 /* Physical device @physical, opened on first use; NULL and an error if it cannot be. */

@@ -61,8 +61,8 @@ struct rbln_residency {
 	int64_t device_bytes;		/* tensor data in device memory */
 	int64_t lazy_bytes;		/* data of tensors on devices, still in host memory */
 	int64_t offloaded_bytes;	/* of which file-backed (offload) */
-	int64_t device_memory_current;	/* allocated.current, summed over devices */
-	int64_t device_memory_peak;	/* allocated.peak, summed over devices */
+	int64_t device_memory_current;	/* allocated.current, summed over logical devices */
+	int64_t device_memory_peak;	/* allocated.peak, summed over logical devices */
 };
 
 void rbln_residency_get(struct rbln_residency *r);

@@ -102,6 +102,7 @@ struct rbln_dev {
 	uint64_t mem_size;		/* RBLN_PARAM_DEVICE_MEMORY_SIZE */
 	uint32_t bind_sync;		/* binary syncobj of the allocator's binds, under its lock */
 	struct rbln_allocator *alloc;
+	struct rbln_ldev *ldev;		/* the logical device it is a member of; NULL: unused */
 
 	pthread_mutex_t lock;
 	uint64_t point;			/* last point submitted */
@@ -147,6 +148,12 @@ struct rbln_ldev {
 	int index;
 	int nmembers;
 	struct rbln_dev *members[RBLN_MAX_MEMBERS];
+	/*
+	 * With several members: their allocators' current values and peaks
+	 * together, which each member's allocator keeps as it changes
+	 * (rbln_allocator_join()), so that a peak is a value that happened.
+	 */
+	struct rbln_alloc_group group;
 };
 
 /* The logical device @device (-1: current) with every member opened; NULL and an error if none. */

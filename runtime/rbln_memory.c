@@ -15,7 +15,19 @@ static void stat_add(rbln_memory_stat *to, const struct rbln_stat *s)
 	to->total_freed += s->total_freed;
 }
 
-/* A logical device's statistics are the sums of its members'. */
+static void stat_set_now(rbln_memory_stat *to, const struct rbln_stat *s)
+{
+	to->current = s->current;
+	to->peak = s->peak;
+}
+
+/*
+ * A logical device's totals and counters are the sums of its members';
+ * with several members, its current values and peaks are its own, which
+ * the members' allocators keep together (struct rbln_alloc_group): a sum
+ * of the members' peaks may be a figure that never was, as their peaks
+ * need not come at once.
+ */
 rbln_status rbln_memory_stats(int device, struct rbln_memory_stats *out)
 {
 	struct rbln_allocator_stats s;
@@ -45,6 +57,13 @@ rbln_status rbln_memory_stats(int device, struct rbln_memory_stats *out)
 		out->lazy_tensors += d->lazy_tensors;
 		out->lazy_materializations += d->lazy_materializations;
 		pthread_mutex_unlock(&d->lock);
+	}
+	if (l->nmembers > 1) {
+		rbln_alloc_group_stats(&l->group, &s);
+		stat_set_now(&out->allocated, &s.allocated);
+		stat_set_now(&out->reserved, &s.reserved);
+		stat_set_now(&out->active, &s.active);
+		stat_set_now(&out->cached, &s.cached);
 	}
 	return RBLN_OK;
 }
@@ -142,7 +161,16 @@ static rbln_status for_each_member(int device, void (*fn)(struct rbln_allocator 
 
 rbln_status rbln_reset_peak_memory_stats(int device)
 {
-	return for_each_member(device, rbln_allocator_reset_peak);
+	struct rbln_ldev *l = rbln_ldev_get(device);
+	int i;
+
+	if (!l)
+		return rbln_last_status();
+	for (i = 0; i < l->nmembers; i++)
+		rbln_allocator_reset_peak(l->members[i]->alloc);
+	if (l->nmembers > 1)
+		rbln_alloc_group_reset_peak(&l->group);
+	return RBLN_OK;
 }
 
 /* The allocator's totals and counters, and lazy.materializations, the one lazy count. */

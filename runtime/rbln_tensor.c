@@ -931,6 +931,18 @@ rbln_status rbln_synchronize(int device)
 	return st;
 }
 
+/* Is @d the first member of its logical device that is open? */
+static bool first_open_member(const struct rbln_dev *d)
+{
+	int k;
+
+	for (k = 0; k < d->ldev->nmembers; k++)
+		if (rbln_pdev_if_open(rbln_pdev_index(d->ldev->members[k])))
+			return d->ldev->members[k] == d;
+	return false;
+}
+
+/* Device memory by logical device: one of several members counts its group's figures. */
 void rbln_residency_get(struct rbln_residency *r)
 {
 	struct rbln_allocator_stats s;
@@ -942,7 +954,12 @@ void rbln_residency_get(struct rbln_residency *r)
 		d = rbln_pdev_if_open(i);
 		if (!d)
 			continue;
-		rbln_allocator_stats(d->alloc, &s);
+		if (!d->ldev || d->ldev->nmembers == 1)
+			rbln_allocator_stats(d->alloc, &s);
+		else if (first_open_member(d))
+			rbln_alloc_group_stats(&d->ldev->group, &s);
+		else
+			s.allocated.current = s.allocated.peak = 0;
 		r->device_memory_current += s.allocated.current;
 		r->device_memory_peak += s.allocated.peak;
 		pthread_mutex_lock(&d->lock);

@@ -332,6 +332,80 @@ TEST(memory_stats_add_up_the_members)
 	EXPECT_EQ(0, fdinfo_device_bytes(2) + fdinfo_device_bytes(3));
 }
 
+/*
+ * A peak of a logical device is a value its current figure had, not the
+ * sum of its members' peaks: one row of 8 KiB (on the first member alone)
+ * freed, then two rows of 4 KiB (one per member) never hold more than
+ * 8 KiB together, though the members' peaks add up to 12 KiB.
+ */
+TEST(peaks_are_values_the_logical_device_had)
+{
+	int64_t one_row[2] = { 1, 8192 }, two_rows[2] = { 2, 4096 };
+	struct rbln_explain_dump d;
+	struct rbln_memory_stats s;
+	rbln_explain *e;
+	rbln_tensor *t;
+
+	ASSERT_EQ(2, two_pairs());
+	e = rbln_explain_begin(false);
+	ASSERT_NE(NULL, e);
+
+	t = rbln_tensor_zeros(one_row, 2, RBLN_I8, 1);
+	ASSERT_NE(NULL, t) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t)) TH_LOG("%s", rbln_last_error());
+	EXPECT_EQ(8192, rbln_memory_allocated(1));
+	rbln_tensor_free(t);
+	EXPECT_EQ(0, rbln_memory_allocated(1));
+
+	t = rbln_tensor_zeros(two_rows, 2, RBLN_I8, 1);
+	ASSERT_NE(NULL, t) TH_LOG("%s", rbln_last_error());
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t)) TH_LOG("%s", rbln_last_error());
+	EXPECT_EQ(8192, rbln_memory_allocated(1));
+	EXPECT_EQ(8192, rbln_max_memory_allocated(1));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(1, &s));
+	EXPECT_EQ(8192, s.allocated.current);
+	EXPECT_EQ(8192, s.allocated.peak);
+	EXPECT_EQ(8192, s.active.current);
+	EXPECT_EQ(8192, s.active.peak);
+	/* one small segment per member: 4 MiB held, of which 2 MiB became free at once */
+	EXPECT_EQ(4 * MIB, s.reserved.current);
+	EXPECT_EQ(4 * MIB, s.reserved.peak);
+	EXPECT_EQ(4 * MIB, rbln_max_memory_reserved(1));
+	EXPECT_EQ(4 * MIB - 8192, s.cached.current);
+	EXPECT_EQ(4 * MIB - 8192, s.cached.peak);
+	/* the totals and counters still add up the members' */
+	EXPECT_EQ(16384, s.allocated.total_allocated);
+	EXPECT_EQ(8192, s.allocated.total_freed);
+	EXPECT_EQ(2, s.num_device_alloc);
+
+	rbln_tensor_free(t);
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(1, &s));
+	EXPECT_EQ(0, s.allocated.current);
+	EXPECT_EQ(8192, s.allocated.peak);
+	EXPECT_EQ(4 * MIB, s.cached.current);
+	EXPECT_EQ(4 * MIB, s.cached.peak);
+	/* explain's device memory is the logical devices' figures too */
+	ASSERT_EQ(RBLN_OK, rbln_explain_end(e));
+	ASSERT_EQ(RBLN_OK, rbln_explain_dump(e, &d));
+	EXPECT_EQ(0, d.device_memory.current);
+	EXPECT_EQ(8192, d.device_memory.peak);
+	rbln_explain_free(e);
+
+	/* reset_peak: the peaks become the logical device's current figures */
+	ASSERT_EQ(RBLN_OK, rbln_reset_peak_memory_stats(1));
+	EXPECT_EQ(0, rbln_max_memory_allocated(1));
+	t = rbln_tensor_zeros(two_rows, 2, RBLN_I8, 1);
+	ASSERT_NE(NULL, t);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t));
+	rbln_tensor_free(t);
+	EXPECT_EQ(8192, rbln_max_memory_allocated(1));
+	ASSERT_EQ(RBLN_OK, rbln_empty_cache(1));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(1, &s));
+	EXPECT_EQ(0, s.reserved.current);
+	EXPECT_EQ(4 * MIB, s.reserved.peak);
+	EXPECT_EQ(0, s.cached.current);
+}
+
 /* A logical device's snapshot and history cover each member's allocator. */
 TEST(snapshot_covers_the_members)
 {

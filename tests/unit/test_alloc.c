@@ -2025,6 +2025,275 @@ TEST(thread_cache_peaks_exact)
 	mock_fini(&m);
 }
 
+/* ---- groups: the members of a logical device -------------------------- */
+
+static struct rbln_allocator_stats group_stats(struct __test_metadata *_metadata,
+					       struct rbln_alloc_group *g)
+{
+	struct rbln_allocator_stats s;
+
+	rbln_alloc_group_stats(g, &s);
+	EXPECT_EQ(s.reserved.current - s.active.current, s.cached.current);
+	EXPECT_LE(s.allocated.current, s.allocated.peak);
+	EXPECT_LE(s.reserved.current, s.reserved.peak);
+	EXPECT_EQ(0, s.allocated.total_allocated);
+	EXPECT_EQ(0, s.num_device_alloc);
+	return s;
+}
+
+/*
+ * 8 KiB on one member, freed, then 4 KiB on each: the group never held
+ * more than 8 KiB, though the members' peaks add up to 12 KiB.
+ */
+static void group_sequence(struct __test_metadata *_metadata, const char *conf)
+{
+	struct rbln_allocator_stats st, sa, sb;
+	struct rbln_block *x, *y, *z;
+	struct rbln_allocator *a, *b;
+	struct rbln_alloc_group g;
+	struct mock ma, mb;
+
+	mock_init(&ma, 1ull << 30);
+	mock_init(&mb, 1ull << 30);
+	a = create_conf_ok(_metadata, &ma, conf);
+	b = create_conf_ok(_metadata, &mb, conf);
+	ASSERT_TRUE(a && b);
+	rbln_alloc_group_init(&g);
+	rbln_allocator_join(a, &g);
+	rbln_allocator_join(b, &g);
+
+	x = alloc_ok(_metadata, a, 8192, 0);
+	ASSERT_NE(NULL, x);
+	rbln_allocator_free(a, x, 0, 0);
+	y = alloc_ok(_metadata, a, 4096, 0);
+	z = alloc_ok(_metadata, b, 4096, 0);
+	ASSERT_TRUE(y && z);
+	sa = get_stats(_metadata, a);
+	sb = get_stats(_metadata, b);
+	EXPECT_EQ(12288, sa.allocated.peak + sb.allocated.peak);	/* never held at once */
+	st = group_stats(_metadata, &g);
+	EXPECT_CUR_PEAK(st.allocated, 8192, 8192);
+	EXPECT_CUR_PEAK(st.active, 8192, 8192);
+	EXPECT_CUR_PEAK(st.reserved, 4 * MiB, 4 * MiB);
+	/* a's segment was all free (2 MiB), then 2 MiB - 4 KiB each */
+	EXPECT_CUR_PEAK(st.cached, 4 * MiB - 8192, 4 * MiB - 8192);
+	EXPECT_EQ(4 * MiB - 4096, sa.cached.peak + sb.cached.peak);
+
+	rbln_allocator_free(a, y, 0, 0);
+	rbln_allocator_free(b, z, 0, 0);
+	st = group_stats(_metadata, &g);
+	EXPECT_CUR_PEAK(st.allocated, 0, 8192);
+	EXPECT_CUR_PEAK(st.active, 0, 8192);
+	EXPECT_CUR_PEAK(st.cached, 4 * MiB, 4 * MiB);
+
+	/* the group's reset is its own: the members keep their peaks */
+	rbln_alloc_group_reset_peak(&g);
+	st = group_stats(_metadata, &g);
+	EXPECT_CUR_PEAK(st.allocated, 0, 0);
+	EXPECT_CUR_PEAK(st.reserved, 4 * MiB, 4 * MiB);
+	EXPECT_EQ(8192, get_stats(_metadata, a).allocated.peak);
+	z = alloc_ok(_metadata, b, 1000, 0);
+	ASSERT_NE(NULL, z);
+	rbln_allocator_free(b, z, 0, 0);
+	rbln_allocator_empty_cache(a);
+	rbln_allocator_empty_cache(b);
+	st = group_stats(_metadata, &g);
+	EXPECT_CUR_PEAK(st.allocated, 0, 1000);
+	EXPECT_CUR_PEAK(st.active, 0, 1024);
+	EXPECT_CUR_PEAK(st.reserved, 0, 4 * MiB);
+	EXPECT_CUR_PEAK(st.cached, 0, 4 * MiB);
+
+	rbln_allocator_destroy(a);
+	rbln_allocator_destroy(b);
+	rbln_alloc_group_destroy(&g);
+	EXPECT_EQ(0, ma.live + mb.live);
+	mock_fini(&ma);
+	mock_fini(&mb);
+}
+
+TEST(group_peaks_are_values_the_sum_had)
+{
+	group_sequence(_metadata, "thread_cache:0");
+}
+
+TEST(group_peaks_are_values_the_sum_had_thread_caches)
+{
+	group_sequence(_metadata, "");
+}
+
+/* An allocator that joins a group late brings what it holds. */
+TEST(group_join_counts_what_is_held)
+{
+	struct rbln_allocator_stats st;
+	struct rbln_alloc_group g;
+	struct rbln_allocator *a;
+	struct rbln_block *x, *y;
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = create_conf_ok(_metadata, &m, "");
+	ASSERT_NE(NULL, a);
+	x = alloc_ok(_metadata, a, 3000, 0);
+	y = alloc_ok(_metadata, a, 5000, 0);
+	ASSERT_TRUE(x && y);
+	rbln_allocator_free(a, y, 0, 0);	/* into this thread's cache */
+	rbln_alloc_group_init(&g);
+	rbln_allocator_join(a, &g);
+	st = group_stats(_metadata, &g);
+	EXPECT_CUR_PEAK(st.allocated, 3000, 3000);
+	EXPECT_CUR_PEAK(st.active, 3072, 3072);
+	EXPECT_CUR_PEAK(st.reserved, 2 * MiB, 2 * MiB);
+	rbln_allocator_free(a, x, 0, 0);
+	st = group_stats(_metadata, &g);
+	EXPECT_CUR_PEAK(st.allocated, 0, 3000);
+	EXPECT_CUR_PEAK(st.cached, 2 * MiB, 2 * MiB);
+	rbln_allocator_destroy(a);
+	rbln_alloc_group_destroy(&g);
+	mock_fini(&m);
+}
+
+/*
+ * Two threads take turns, one operation each, on two allocators of one
+ * group, through their caches (past their allowances too) and the pools:
+ * every current value and peak of the group is known exactly.
+ */
+enum { GROUP_STEPS = 3000, GROUP_LIVE = 24 };
+
+struct group_lockstep {
+	struct __test_metadata *md;
+	struct rbln_allocator *a[2];
+	struct rbln_alloc_group g;
+	pthread_mutex_t lock;
+	pthread_cond_t turn_cv;
+	int turn, step;
+	uint32_t rng;
+	struct rbln_block *live[2][GROUP_LIVE];
+	int on[2][GROUP_LIVE];		/* which allocator */
+	uint64_t req[2][GROUP_LIVE];
+	int64_t allocated, active, peak_allocated, peak_active;
+	int64_t peak_reserved, peak_cached;
+	int64_t sum_of_peaks;		/* of allocated, for the record */
+};
+
+static void group_lockstep_check(struct group_lockstep *ls)
+{
+	struct __test_metadata *_metadata = ls->md;
+	struct rbln_allocator_stats st, m0 = get_stats(_metadata, ls->a[0]),
+				    m1 = get_stats(_metadata, ls->a[1]);
+	int64_t reserved = m0.reserved.current + m1.reserved.current;
+	int64_t cached = m0.cached.current + m1.cached.current;
+
+	if (reserved > ls->peak_reserved)
+		ls->peak_reserved = reserved;
+	if (cached > ls->peak_cached)
+		ls->peak_cached = cached;
+	ls->sum_of_peaks = m0.allocated.peak + m1.allocated.peak;
+	st = group_stats(_metadata, &ls->g);
+	EXPECT_CUR_PEAK(st.allocated, ls->allocated, ls->peak_allocated);
+	EXPECT_CUR_PEAK(st.active, ls->active, ls->peak_active);
+	EXPECT_CUR_PEAK(st.reserved, reserved, ls->peak_reserved);
+	EXPECT_CUR_PEAK(st.cached, cached, ls->peak_cached);
+}
+
+static void group_lockstep_op(struct group_lockstep *ls, int id)
+{
+	struct __test_metadata *_metadata = ls->md;
+	uint32_t r = xorshift(&ls->rng);
+	int owner = (r & 3) == 0 ? !id : id, slot = (int)((r >> 2) % GROUP_LIVE);
+	struct rbln_block *b = ls->live[owner][slot];
+	int k;
+
+	if (b) {
+		ls->allocated -= (int64_t)ls->req[owner][slot];
+		ls->active -= (int64_t)rbln_block_size(b);
+		rbln_allocator_free(ls->a[ls->on[owner][slot]], b, 0, 0);
+		ls->live[owner][slot] = NULL;
+		return;
+	}
+	k = (r >> 7) & 1;
+	ls->req[owner][slot] = (r >> 8) % 16 ? 1 + (r >> 12) % (64 * KiB) : 512 * KiB + (r >> 12) % MiB / 2;
+	b = alloc_ok(_metadata, ls->a[k], ls->req[owner][slot], 0);
+	ASSERT_NE(NULL, b);
+	ls->live[owner][slot] = b;
+	ls->on[owner][slot] = k;
+	ls->allocated += (int64_t)ls->req[owner][slot];
+	ls->active += (int64_t)rbln_block_size(b);
+	if (ls->allocated > ls->peak_allocated)
+		ls->peak_allocated = ls->allocated;
+	if (ls->active > ls->peak_active)
+		ls->peak_active = ls->active;
+}
+
+static void group_lockstep_run(struct group_lockstep *ls, int id)
+{
+	pthread_mutex_lock(&ls->lock);
+	for (;;) {
+		while (ls->turn != id && ls->step < GROUP_STEPS)
+			pthread_cond_wait(&ls->turn_cv, &ls->lock);
+		if (ls->step >= GROUP_STEPS)
+			break;
+		group_lockstep_op(ls, id);
+		group_lockstep_check(ls);
+		if (++ls->step == GROUP_STEPS / 2) {
+			rbln_alloc_group_reset_peak(&ls->g);
+			ls->peak_allocated = ls->allocated;
+			ls->peak_active = ls->active;
+			ls->peak_reserved = 0;
+			ls->peak_cached = 0;
+			group_lockstep_check(ls);
+		}
+		ls->turn = !id;
+		pthread_cond_broadcast(&ls->turn_cv);
+	}
+	pthread_mutex_unlock(&ls->lock);
+}
+
+static void *group_lockstep_thread(void *p)
+{
+	group_lockstep_run(p, 1);
+	return NULL;
+}
+
+TEST(group_peaks_exact_across_threads)
+{
+	struct group_lockstep ls = { .md = _metadata, .rng = 88675123u };
+	struct rbln_allocator_stats st;
+	struct mock m[2];
+	pthread_t th;
+	int i, j;
+
+	for (i = 0; i < 2; i++) {
+		mock_init(&m[i], 1ull << 30);
+		ls.a[i] = create_conf_ok(_metadata, &m[i], "");
+		ASSERT_NE(NULL, ls.a[i]);
+	}
+	rbln_alloc_group_init(&ls.g);
+	rbln_allocator_join(ls.a[0], &ls.g);
+	rbln_allocator_join(ls.a[1], &ls.g);
+	pthread_mutex_init(&ls.lock, NULL);
+	pthread_cond_init(&ls.turn_cv, NULL);
+	ASSERT_EQ(0, pthread_create(&th, NULL, group_lockstep_thread, &ls));
+	group_lockstep_run(&ls, 0);
+	pthread_join(th, NULL);
+	/* the members' peaks came at different times: their sum was never held */
+	EXPECT_LT(ls.peak_allocated, ls.sum_of_peaks);
+	for (i = 0; i < 2; i++)
+		for (j = 0; j < GROUP_LIVE; j++)
+			if (ls.live[i][j])
+				rbln_allocator_free(ls.a[ls.on[i][j]], ls.live[i][j], 0, 0);
+	st = group_stats(_metadata, &ls.g);
+	EXPECT_EQ(0, st.allocated.current);
+	EXPECT_EQ(0, st.active.current);
+	for (i = 0; i < 2; i++) {
+		rbln_allocator_destroy(ls.a[i]);
+		EXPECT_EQ(0, m[i].live);
+		mock_fini(&m[i]);
+	}
+	rbln_alloc_group_destroy(&ls.g);
+	pthread_cond_destroy(&ls.turn_cv);
+	pthread_mutex_destroy(&ls.lock);
+}
+
 /* ---- multi-threaded hammer ------------------------------------------- */
 
 enum { HAMMER_THREADS = 4, HAMMER_OPS = 10000, HAMMER_LIVE = 16, HAMMER_PENDING = 4096 };

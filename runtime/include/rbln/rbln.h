@@ -495,7 +495,7 @@ struct rbln_explain_dump {
 		int64_t offloaded_bytes;	/* of the lazy bytes, file-backed */
 	} residency;
 	struct {
-		int64_t current, peak;		/* allocated.*, summed over devices */
+		int64_t current, peak;		/* allocated.*, summed over logical devices */
 	} device_memory;
 	/* Events counted in the totals but, out of memory, not by op or site. */
 	int64_t unattributed;
