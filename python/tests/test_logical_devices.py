@@ -75,24 +75,27 @@ def test_memory_stats_equal_the_c_api():
 
 
 def test_peak_is_a_value_that_happened():
-    # Issue #17: {1,8192} lives on the first member only, {2,4096} on two;
-    # summing the members' peaks gave 12288 where current never passed 8192.
+    # Issue #17: a {1,8192} int8 tensor lives on the first member only, a
+    # {2,4096} one on two; summing the members' peaks gave more than the
+    # device ever held. Each `+ 0` holds its lazy input (materialized) and
+    # its result at once: 2 * 8192 bytes, on the first member the first
+    # time, over two the second.
     settle()
+    base = torch.rbln.memory_allocated(0)
     torch.rbln.reset_peak_memory_stats(0)
-    seen = [torch.rbln.memory_allocated(0)]
-    x = torch.ones(1, 8192, dtype=torch.int8, device="rbln:0")
-    x.add_(1)
+    x = torch.ones(1, 8192, dtype=torch.int8, device="rbln:0") + 0
     settle()
-    seen.append(torch.rbln.memory_allocated(0))
+    assert torch.rbln.memory_allocated(0) - base == 8192
+    assert torch.rbln.max_memory_allocated(0) - base == 2 * 8192
     del x
     settle()
-    y = torch.ones(2, 4096, dtype=torch.int8, device="rbln:0")
-    y.add_(1)
+    y = torch.ones(2, 4096, dtype=torch.int8, device="rbln:0") + 0
     settle()
-    seen.append(torch.rbln.memory_allocated(0))
-    assert seen[1] - seen[0] == 8192 and seen[2] - seen[0] == 8192
-    assert torch.rbln.max_memory_allocated(0) == max(seen)
-    assert c_allocated(0)[1] == max(seen)
+    assert torch.rbln.memory_allocated(0) - base == 8192
+    # Summed member peaks would be 3 * 8192 here.
+    assert torch.rbln.max_memory_allocated(0) - base == 2 * 8192
+    assert c_allocated(0) == (base + 8192, base + 2 * 8192)
+    assert torch.equal(y.cpu(), torch.ones(2, 4096, dtype=torch.int8))
     del y
 
 

@@ -108,13 +108,16 @@ def test_lazy_allocation():
     assert lazy["lazy.host_bytes"] == before["lazy.host_bytes"] + 4096
     assert torch.rbln.memory_stats()["lazy.tensors"] == lazy["lazy.tensors"]
     x.fill_(1.0)  # may stay in host memory: nothing needs the device yet
-    x.add_(2.0)  # a device op: x moves to device memory
+    y = x + 2.0  # a device op: x moves to device memory, y is made there
     torch.rbln.synchronize()
     used = c_stats()
-    assert used["allocated.current"] == before["allocated.current"] + 4096
+    assert used["allocated.current"] == before["allocated.current"] + 2 * 4096
     assert used["lazy.tensors"] == before["lazy.tensors"]
+    assert used["lazy.host_bytes"] == before["lazy.host_bytes"]
     assert used["lazy.materializations"] == before["lazy.materializations"] + 1
-    assert torch.equal(x.cpu(), torch.full((1024,), 3.0))
+    assert torch.equal(y.cpu(), torch.full((1024,), 3.0))
+    assert torch.rbln.memory_stats() == used
+    del y
     del x
 
 
