@@ -193,6 +193,8 @@ struct rbln_tensor {
 	unsigned int refs;		/* the caller's, until rbln_tensor_free(), and each graph's */
 	uint64_t capture;		/* the capture that made it (rbln_graph_capture_id), or 0 */
 	rbln_tensor *pool_next;		/* freed: in the pool of tensor structs */
+	rbln_tensor *base;		/* a view: whose blocks its shards point to */
+	unsigned int views;		/* views of this tensor still alive (atomic) */
 };
 
 #define RBLN_TENSOR_MAGIC 0x72626c6e54656e73ull	/* "rblnTens" */

@@ -448,7 +448,22 @@ rbln_tensor *rbln_tensor_rand(const int64_t *shape, int ndim, rbln_dtype dtype, 
 /* Frees @t once nothing holds it: neither the caller nor a graph. */
 static void tensor_destroy(rbln_tensor *t)
 {
+	rbln_tensor *base = t->base;
 	int i;
+
+	if (base) {
+		/* The blocks are the base's: they go with it, after the view's last jobs. */
+		for (i = 0; i < t->nshards; i++) {
+			uint64_t point = __atomic_load_n(&t->shards[i].last_point, __ATOMIC_ACQUIRE);
+
+			rbln_shard_used(&base->shards[i], point);
+		}
+		pthread_mutex_destroy(&t->lock);
+		tensor_release(t);
+		__atomic_sub_fetch(&base->views, 1, __ATOMIC_RELAXED);
+		rbln_tensor_put(base);
+		return;
+	}
 
 	if (t->device != RBLN_CPU && t->host)
 		account_lazy(t, -1);
@@ -494,9 +509,86 @@ void rbln_tensor_free(rbln_tensor *t)
 		return;
 	t->magic = 0;
 	g = t->capture ? rbln_capture_of(t->device) : NULL;
-	if (g && t->capture == rbln_graph_capture_id(g))
+	/* Not while views of it still read its memory. */
+	if (g && t->capture == rbln_graph_capture_id(g) &&
+	    !__atomic_load_n(&t->views, __ATOMIC_RELAXED))
 		rbln_graph_recycle(g, t);
 	rbln_tensor_put(t);
+}
+
+rbln_tensor *rbln_tensor_view(rbln_tensor *base, const int64_t *shape, int ndim, rbln_dtype dtype)
+{
+	size_t esize = rbln_dtype_size(dtype);
+	int64_t numel = 1;
+	rbln_tensor *t;
+	int i;
+
+	if (!rbln_tensor_ok(base, "rbln_tensor_view"))
+		return NULL;
+	if (!esize) {
+		rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_view: unknown dtype %d", (int)dtype);
+		return NULL;
+	}
+	if (base->device == RBLN_CPU) {
+		rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_view: a CPU tensor has no device memory");
+		return NULL;
+	}
+	if (ndim < 0 || ndim > RBLN_MAX_DIMS || (ndim && !shape)) {
+		rbln_fail(RBLN_ERROR_INVALID, "rbln_tensor_view: %d dimensions (0 to %d, with a shape)",
+			  ndim, RBLN_MAX_DIMS);
+		return NULL;
+	}
+	for (i = 0; i < ndim; i++) {
+		if (shape[i] < 0 || (shape[i] && numel > (int64_t)(base->nbytes / esize) / shape[i])) {
+			numel = -1;
+			break;
+		}
+		numel *= shape[i];
+	}
+	if (numel < 0 || numel * esize != base->nbytes) {
+		rbln_fail(RBLN_ERROR_INVALID,
+			  "rbln_tensor_view: the shape and dtype do not cover the tensor's %zu bytes",
+			  base->nbytes);
+		return NULL;
+	}
+	/* A view's shards are its base's: they must split its rows the same way. */
+	if (base->nshards > 1 && (!ndim || !base->ndim || shape[0] != base->shape[0])) {
+		rbln_fail(RBLN_ERROR_UNSUPPORTED,
+			  "rbln_tensor_view: a view of a tensor sharded over %d devices keeps its first dimension",
+			  base->nshards);
+		return NULL;
+	}
+	if (base->base)
+		base = base->base;
+	if (rbln_tensor_ensure_device(base))
+		return NULL;
+
+	t = tensor_alloc(base->nshards);
+	if (!t) {
+		rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "rbln_tensor_view: out of host memory");
+		return NULL;
+	}
+	/* The base's blocks, in rows of the view's shape (the same rows when sharded). */
+	memcpy(t->shards, base->shards, base->nshards * sizeof(*t->shards));
+	for (i = 0; i < base->nshards; i++)
+		t->shards[i].last_point = 0;
+	if (base->nshards == 1)
+		t->shards[0].rows = ndim ? shape[0] : 1;
+	t->magic = RBLN_TENSOR_MAGIC;
+	t->refs = 1;
+	t->dtype = dtype;
+	t->ndim = ndim;
+	memcpy(t->shape, shape, ndim * sizeof(*shape));
+	t->numel = numel;
+	t->nbytes = base->nbytes;
+	t->device = base->device;
+	pthread_mutex_init(&t->lock, NULL);
+	t->materialized = true;
+	t->nshards = base->nshards;
+	t->base = base;
+	rbln_tensor_get(base);
+	__atomic_add_fetch(&base->views, 1, __ATOMIC_RELAXED);
+	return t;
 }
 
 rbln_dtype rbln_tensor_dtype(const rbln_tensor *t)
@@ -810,6 +902,36 @@ static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
 
 		st = st ? st : s;
 	}
+	return st;
+}
+
+rbln_status rbln_tensor_write(rbln_tensor *t, const void *data, size_t size)
+{
+	rbln_tensor *src;
+	rbln_status st;
+
+	if (!rbln_tensor_ok(t, "rbln_tensor_write"))
+		return RBLN_ERROR_INVALID;
+	if (!data || size != t->nbytes)
+		return rbln_fail(RBLN_ERROR_INVALID,
+				 "rbln_tensor_write: needs %zu bytes at a non-NULL address, got %zu",
+				 t->nbytes, data ? size : 0);
+	if (refuse_captured(t, "rbln_tensor_write: a copy from the host"))
+		return RBLN_ERROR_CAPTURE;
+	pthread_mutex_lock(&t->lock);
+	if (t->host) {
+		/* A CPU tensor, or a lazy one: it stays lazy. */
+		memcpy(t->host, data, size);
+		pthread_mutex_unlock(&t->lock);
+		return RBLN_OK;
+	}
+	pthread_mutex_unlock(&t->lock);
+	/* In device memory: through a lazy copy the device copies in. */
+	src = rbln_tensor_from_data(data, t->shape, t->ndim, t->dtype, t->device);
+	if (!src)
+		return rbln_last_status();
+	st = rbln_copy(t, src);
+	rbln_tensor_free(src);
 	return st;
 }
 

@@ -369,6 +369,144 @@ TEST(clone_copy_fill)
 	rbln_tensor_free(c);
 }
 
+/*
+ * A view is another shape and dtype over a tensor's bytes (what torch.rbln
+ * makes of torch's storages): ops on it compute in its shape, writes
+ * through it are the base's, and it outlives the base's handle. On a
+ * logical device only views keeping the first dimension share the shards.
+ */
+TEST(views_share_memory)
+{
+	bool sharded = getenv("RBLN_DEVICE_MAP") != NULL;
+	int64_t bytes_shape[1] = { 96 }, grid[2] = { 4, 6 }, split[3] = { 4, 3, 2 };
+	rbln_tensor *base, *v, *pairs, *sum, *twice, *canary[8];
+	float data[24], got[24], sums[12];
+	int i;
+
+	for (i = 0; i < 24; i++)
+		data[i] = (float)i - 7.5f;
+	/* Bytes, then floats: the rows of the view are 4, not 96. */
+	base = rbln_tensor_from_data(data, bytes_shape, 1, RBLN_I8, 0);
+	ASSERT_NE(NULL, base);
+	v = rbln_tensor_view(base, grid, 2, RBLN_F32);
+	if (sharded) {
+		EXPECT_EQ(NULL, v);
+		EXPECT_EQ(RBLN_ERROR_UNSUPPORTED, rbln_last_status());
+		EXPECT_NE(NULL, strstr(rbln_last_error(), "first dimension"));
+		rbln_tensor_free(base);
+		base = rbln_tensor_from_data(data, grid, 2, RBLN_F32, 0);
+		ASSERT_NE(NULL, base);
+		v = rbln_tensor_view(base, grid, 2, RBLN_F32);
+	}
+	ASSERT_NE(NULL, v);
+	EXPECT_TRUE(rbln_tensor_is_materialized(base));
+	twice = rbln_add(v, v);
+	ASSERT_NE(NULL, twice);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(twice, got, sizeof(got)));
+	for (i = 0; i < 24; i++)
+		EXPECT_EQ(2 * data[i], got[i]) TH_LOG("element %d", i);
+	rbln_tensor_free(twice);
+
+	/*
+	 * Into a tensor with neighbours: an op on the view touches its 96
+	 * bytes, not 96 rows of them (the caching allocator puts blocks
+	 * allocated one after the other next to each other).
+	 */
+	twice = rbln_tensor_zeros(grid, 2, RBLN_F32, 0);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(twice));
+	for (i = 0; i < 8; i++) {
+		canary[i] = rbln_tensor_full(grid, 2, RBLN_F32, 42 + i, 0);
+		ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(canary[i]));
+	}
+	ASSERT_EQ(RBLN_OK, rbln_copy(twice, v));
+	for (i = 0; i < 8; i++) {
+		ASSERT_EQ(RBLN_OK, rbln_tensor_read(canary[i], got, sizeof(got)));
+		EXPECT_EQ(42 + i, got[0]) TH_LOG("neighbour %d overwritten", i);
+		EXPECT_EQ(42 + i, got[23]) TH_LOG("neighbour %d overwritten", i);
+		rbln_tensor_free(canary[i]);
+	}
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(twice, got, sizeof(got)));
+	EXPECT_EQ(0, memcmp(got, data, sizeof(got)));
+	rbln_tensor_free(twice);
+
+	/* Another view of it, of three dimensions: sums pairs. */
+	pairs = rbln_tensor_view(v, split, 3, RBLN_F32);
+
+	ASSERT_NE(NULL, pairs);
+	sum = rbln_sum(pairs);
+	ASSERT_NE(NULL, sum);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(sum, sums, sizeof(sums)));
+	for (i = 0; i < 12; i++)
+		EXPECT_EQ(data[2 * i] + data[2 * i + 1], sums[i]) TH_LOG("pair %d", i);
+	rbln_tensor_free(sum);
+
+	/* Writes through a view are the base's, also once its handle is gone. */
+	rbln_tensor_free(base);
+	ASSERT_EQ(RBLN_OK, rbln_fill(pairs, 1.5));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(v, got, sizeof(got)));
+	for (i = 0; i < 24; i++)
+		EXPECT_EQ(1.5f, got[i]);
+	rbln_tensor_free(v);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(pairs, got, sizeof(got)));
+	EXPECT_EQ(1.5f, got[23]);
+	rbln_tensor_free(pairs);
+}
+
+TEST(view_rejections)
+{
+	int64_t shape[2] = { 4, 6 }, wrong[2] = { 5, 6 }, neg[2] = { -4, -6 }, big[1] = { 1 };
+	rbln_tensor *d = rbln_tensor_zeros(shape, 2, RBLN_F32, 0);
+	rbln_tensor *c = rbln_tensor_zeros(shape, 2, RBLN_F32, RBLN_CPU);
+
+	ASSERT_NE(NULL, d);
+	EXPECT_EQ(NULL, rbln_tensor_view(NULL, shape, 2, RBLN_F32));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_last_status());
+	EXPECT_EQ(NULL, rbln_tensor_view(c, shape, 2, RBLN_F32));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "CPU tensor"));
+	EXPECT_EQ(NULL, rbln_tensor_view(d, wrong, 2, RBLN_F32));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "96 bytes"));
+	EXPECT_EQ(NULL, rbln_tensor_view(d, neg, 2, RBLN_F32));
+	EXPECT_EQ(NULL, rbln_tensor_view(d, shape, 2, (rbln_dtype)42));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "dtype"));
+	EXPECT_EQ(NULL, rbln_tensor_view(d, NULL, 2, RBLN_F32));
+	EXPECT_EQ(NULL, rbln_tensor_view(d, shape, RBLN_MAX_DIMS + 1, RBLN_F32));
+	EXPECT_EQ(NULL, rbln_tensor_view(d, big, 1, RBLN_F32));
+	/* The base is unharmed. */
+	EXPECT_EQ(RBLN_OK, rbln_fill(d, 2));
+	rbln_tensor_free(d);
+	rbln_tensor_free(c);
+}
+
+/* Writes from the host: a lazy tensor stays lazy, one on the device is copied to. */
+TEST(write_from_the_host)
+{
+	int64_t shape[1] = { 8 };
+	float in[8] = { 1, -2, 3, -4, 5, -6, 7, -8 }, out[8];
+	rbln_tensor *t = rbln_tensor_empty(shape, 1, RBLN_F32, 0), *sq;
+	int i;
+
+	ASSERT_NE(NULL, t);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_write(t, in, sizeof(in)));
+	EXPECT_FALSE(rbln_tensor_is_materialized(t));
+	sq = rbln_mul(t, t);
+	ASSERT_NE(NULL, sq);
+	EXPECT_TRUE(rbln_tensor_is_materialized(t));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(sq, out, sizeof(out)));
+	for (i = 0; i < 8; i++)
+		EXPECT_EQ(in[i] * in[i], out[i]);
+	/* Now in device memory; the source may be reused at once. */
+	ASSERT_EQ(RBLN_OK, rbln_tensor_write(sq, in, sizeof(in)));
+	memset(in, 0, sizeof(in));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(sq, out, sizeof(out)));
+	EXPECT_EQ(-8.0f, out[7]);
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(sq, in, sizeof(in) - 1));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "32 bytes"));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(sq, NULL, sizeof(in)));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(NULL, in, sizeof(in)));
+	rbln_tensor_free(t);
+	rbln_tensor_free(sq);
+}
+
 /* Ops compose on the device: data stays there between them. */
 TEST(chained_ops_stay_on_the_device)
 {

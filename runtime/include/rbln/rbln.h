@@ -147,6 +147,24 @@ RBLN_API rbln_status rbln_tensor_materialize(rbln_tensor *t);
  */
 RBLN_API rbln_tensor *rbln_tensor_to(rbln_tensor *t, int device, bool non_blocking);
 
+/*
+ * A tensor of another shape and dtype over @base's bytes, sharing its
+ * device memory: what one writes, the other reads (@shape and @dtype
+ * must cover exactly rbln_tensor_nbytes(@base)). @base moves to device
+ * memory now if it is lazy, and lives on until the view is freed too. On
+ * a logical device the view keeps @base's first dimension (its shards are
+ * @base's): else RBLN_ERROR_UNSUPPORTED. NULL on failure.
+ */
+RBLN_API rbln_tensor *rbln_tensor_view(rbln_tensor *base, const int64_t *shape, int ndim,
+				       rbln_dtype dtype);
+
+/*
+ * Replaces the element data with @size (= rbln_tensor_nbytes()) bytes from
+ * @data. A lazy tensor stays lazy; one in device memory is copied to,
+ * asynchronously (@data may be reused at once).
+ */
+RBLN_API rbln_status rbln_tensor_write(rbln_tensor *t, const void *data, size_t size);
+
 /* Copies the element data to @out (@size >= rbln_tensor_nbytes()), waiting for it. */
 RBLN_API rbln_status rbln_tensor_read(rbln_tensor *t, void *out, size_t size);
 
