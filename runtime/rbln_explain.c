@@ -78,6 +78,102 @@ static pthread_mutex_t explain_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rbln_explain *explain_current;	/* the open region */
 static struct rbln_explain *explain_handles;	/* every live handle */
 
+/*
+ * What a framework above librbln attributes this thread's work to
+ * (rbln_explain_attribute()): interned strings, kept for the process's
+ * life, so that records compare them by address as they do return
+ * addresses, and site_name() tells the two apart.
+ */
+static __thread const char *attr_op, *attr_site;
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **interned;
+static size_t ninterned, capinterned;
+
+static const char *intern(const char *str)
+{
+	const char *found = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&intern_lock);
+	for (i = 0; i < ninterned && !found; i++)
+		if (!strcmp(interned[i], str))
+			found = interned[i];
+	if (!found && rbln_grow((void **)&interned, &capinterned, ninterned + 1, sizeof(*interned))) {
+		interned[ninterned] = strdup(str);
+		if (interned[ninterned])
+			found = interned[ninterned++];
+	}
+	pthread_mutex_unlock(&intern_lock);
+	return found;
+}
+
+static bool is_interned(const void *p)
+{
+	bool found = false;
+	size_t i;
+
+	pthread_mutex_lock(&intern_lock);
+	for (i = 0; i < ninterned && !found; i++)
+		found = interned[i] == p;
+	pthread_mutex_unlock(&intern_lock);
+	return found;
+}
+
+rbln_status rbln_explain_attribute(const char *op, const char *site)
+{
+	const char *iop = op ? intern(op) : NULL, *isite = site ? intern(site) : NULL;
+
+	if ((op && !iop) || (site && !isite))
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "rbln_explain_attribute: out of host memory");
+	attr_op = iop;
+	attr_site = isite;
+	return RBLN_OK;
+}
+
+bool rbln_explain_wants_sites(void)
+{
+	bool wants;
+
+	if (!rbln_explain_active())
+		return false;
+	pthread_mutex_lock(&explain_lock);
+	wants = explain_current && explain_current->with_stack;
+	pthread_mutex_unlock(&explain_lock);
+	return wants;
+}
+
+rbln_status rbln_explain_record_bounce(const char *op, bool to_host, uint64_t bytes)
+{
+	const char *iop;
+
+	if (!op)
+		return rbln_fail(RBLN_ERROR_INVALID, "rbln_explain_record_bounce: NULL op");
+	if (!rbln_explain_active())
+		return RBLN_OK;
+	iop = intern(op);
+	if (!iop)
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY,
+				 "rbln_explain_record_bounce: out of host memory");
+	rbln_explain_bounce(iop, to_host, bytes, RBLN_CALLER());
+	return RBLN_OK;
+}
+
+rbln_status rbln_explain_record_fallback(const char *op, uint64_t ns)
+{
+	const char *iop;
+
+	if (!op)
+		return rbln_fail(RBLN_ERROR_INVALID, "rbln_explain_record_fallback: NULL op");
+	if (!rbln_explain_active())
+		return RBLN_OK;
+	iop = intern(op);
+	if (!iop)
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY,
+				 "rbln_explain_record_fallback: out of host memory");
+	rbln_explain_dispatch(RBLN_DISPATCH_CPU_FALLBACK, iop, ns, RBLN_CALLER());
+	return RBLN_OK;
+}
+
 /* Op names are static strings, but two units may hold two copies of one. */
 static bool same_op(const char *a, const char *b)
 {
@@ -109,6 +205,8 @@ void rbln_explain_dispatch(enum rbln_dispatch_kind kind, const char *op, uint64_
 {
 	struct rbln_explain *e;
 
+	if (attr_site)
+		site = attr_site;
 	pthread_mutex_lock(&explain_lock);
 	e = explain_current;
 	if (!e)
@@ -153,6 +251,10 @@ void rbln_explain_bounce(const char *op, bool to_host, uint64_t bytes, const voi
 	struct rbln_explain *e;
 	size_t i;
 
+	if (attr_op)
+		op = attr_op;
+	if (attr_site)
+		site = attr_site;
 	pthread_mutex_lock(&explain_lock);
 	e = explain_current;
 	if (!e)
@@ -252,12 +354,15 @@ keep(struct rbln_explain *e, const char *fmt, ...)
 /*
  * The caller at return address @site: "fn+0x1d (/path/prog)" when the
  * object exports the function's symbol, else "/path/prog+0x11d9", an
- * offset addr2line resolves.
+ * offset addr2line resolves. A site a framework named is its name.
  */
 static const char *site_name(struct rbln_explain *e, const void *site)
 {
 	uintptr_t addr = (uintptr_t)site;
 	Dl_info info;
+
+	if (is_interned(site))
+		return keep(e, "%s", (const char *)site);
 
 	/* A return address may be one past a call ending the function. */
 	if (!dladdr((const void *)(addr - 1), &info) || !info.dli_fname)

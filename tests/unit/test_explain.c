@@ -696,6 +696,72 @@ static void *hammer(void *arg)
 	return NULL;
 }
 
+/*
+ * A framework on librbln (torch.rbln) records its own CPU fallbacks and
+ * bounces, names their op, and gives its own call sites; librbln's
+ * records of the thread meanwhile carry them too.
+ */
+TEST(frameworks_attribute_their_work)
+{
+	const struct rbln_explain_op_count *o;
+	struct rbln_explain_dump d;
+	rbln_explain *e;
+	size_t i;
+
+	EXPECT_FALSE(rbln_explain_wants_sites());
+	/* Outside a region: nothing counted, nothing failed. */
+	EXPECT_EQ(RBLN_OK, rbln_explain_record_fallback("aten::exp.out", 5));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_explain_record_fallback(NULL, 5));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_explain_record_bounce(NULL, true, 5));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "NULL op"));
+
+	e = rbln_explain_begin(false);
+	ASSERT_NE(NULL, e);
+	EXPECT_FALSE(rbln_explain_wants_sites());
+	ASSERT_EQ(RBLN_OK, rbln_explain_end(e));
+	rbln_explain_free(e);
+
+	e = rbln_explain_begin(true);
+	ASSERT_NE(NULL, e);
+	EXPECT_TRUE(rbln_explain_wants_sites());
+	ASSERT_EQ(RBLN_OK, rbln_explain_attribute("aten::exp.out", "model.py:12"));
+	EXPECT_EQ(RBLN_OK, rbln_explain_record_bounce("aten::exp.out", true, 64));
+	EXPECT_EQ(RBLN_OK, rbln_explain_record_fallback("aten::exp.out", 1000));
+	/* librbln's own bounce of the thread: the framework's op and site. */
+	rbln_explain_bounce("rbln_tensor_read", false, 64, __builtin_return_address(0));
+	rbln_explain_dispatch(RBLN_DISPATCH_RECOMPILE, "add", 10, __builtin_return_address(0));
+	ASSERT_EQ(RBLN_OK, rbln_explain_attribute(NULL, "model.py:13"));
+	EXPECT_EQ(RBLN_OK, rbln_explain_record_fallback("aten::exp.out", 1000));
+	ASSERT_EQ(RBLN_OK, rbln_explain_attribute(NULL, NULL));
+	rbln_explain_dispatch(RBLN_DISPATCH_RECOMPILE, "add", 10, __builtin_return_address(0));
+	ASSERT_EQ(RBLN_OK, rbln_explain_end(e));
+	EXPECT_FALSE(rbln_explain_wants_sites());
+
+	ASSERT_EQ(RBLN_OK, rbln_explain_dump(e, &d));
+	EXPECT_EQ(2, d.dispatch.cpu_fallback.count);
+	EXPECT_EQ(2000, d.dispatch.cpu_fallback.ns);
+	o = find_op(d.fallbacks_by_op, d.nfallback_ops, "aten::exp.out");
+	ASSERT_NE(NULL, o);
+	ASSERT_EQ(2u, o->nsites);
+	/* One each: in either order. */
+	EXPECT_TRUE(!strcmp(o->sites[0].site, "model.py:12") ^ !strcmp(o->sites[1].site, "model.py:12"));
+	EXPECT_TRUE(!strcmp(o->sites[0].site, "model.py:13") ^ !strcmp(o->sites[1].site, "model.py:13"));
+	ASSERT_EQ(2u, d.host_bounce.nsites);
+	for (i = 0; i < 2; i++) {
+		EXPECT_STREQ("aten::exp.out", d.host_bounce.by_site[i].op);
+		EXPECT_STREQ("model.py:12", d.host_bounce.by_site[i].caller);
+	}
+	EXPECT_EQ(64, d.host_bounce.to_host_bytes);
+	EXPECT_EQ(64, d.host_bounce.to_device_bytes);
+	/* add: once at the framework's site, once at this function's. */
+	o = find_op(d.recompiles_by_op, d.nrecompile_ops, "add");
+	ASSERT_NE(NULL, o);
+	ASSERT_EQ(2u, o->nsites);
+	EXPECT_TRUE(!strcmp(o->sites[0].site, "model.py:12") ||
+		    !strcmp(o->sites[1].site, "model.py:12"));
+	rbln_explain_free(e);
+}
+
 TEST(counters_are_process_wide)
 {
 	const struct rbln_explain_op_count *o;

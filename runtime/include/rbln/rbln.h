@@ -531,6 +531,19 @@ struct rbln_explain_dump {
  * another region is open (from any thread).
  */
 RBLN_API rbln_explain *rbln_explain_begin(bool with_stack);
+/*
+ * For frameworks built on librbln (torch.rbln): until the next call, this
+ * thread's host bounces count under @op (NULL: librbln's own op names),
+ * and regions with_stack report @site (e.g. "model.py:12"; NULL: the C
+ * caller) for its bounces, recompilations and fallbacks.
+ */
+RBLN_API rbln_status rbln_explain_attribute(const char *op, const char *site);
+/* True while a region with_stack is open: a framework need find sites only then. */
+RBLN_API bool rbln_explain_wants_sites(void);
+/* Records an op a framework ran on the CPU for want of a device kernel, in @ns. */
+RBLN_API rbln_status rbln_explain_record_fallback(const char *op, uint64_t ns);
+/* Records @bytes such an op moved from device memory to the host (@to_host) or back. */
+RBLN_API rbln_status rbln_explain_record_bounce(const char *op, bool to_host, uint64_t bytes);
 /* Closes the region (any thread may) and takes its figures; once only. */
 RBLN_API rbln_status rbln_explain_end(rbln_explain *e);
 /* After end: the report text, owned by @e; NULL on a bad handle. */
