@@ -905,33 +905,39 @@ static rbln_status read_locked(rbln_tensor *t, void *out, bool non_blocking)
 	return st;
 }
 
-rbln_status rbln_tensor_write(rbln_tensor *t, const void *data, size_t size)
+rbln_status rbln_tensor_write(rbln_tensor *t, size_t offset, const void *data, size_t size)
 {
-	rbln_tensor *src;
-	rbln_status st;
+	rbln_status st = RBLN_OK;
+	int i;
 
 	if (!rbln_tensor_ok(t, "rbln_tensor_write"))
 		return RBLN_ERROR_INVALID;
-	if (!data || size != t->nbytes)
+	if ((!data && size) || offset > t->nbytes || size > t->nbytes - offset)
 		return rbln_fail(RBLN_ERROR_INVALID,
-				 "rbln_tensor_write: needs %zu bytes at a non-NULL address, got %zu",
-				 t->nbytes, data ? size : 0);
+				 "rbln_tensor_write: %zu bytes at %zu %s of %zu bytes", size, offset,
+				 data || !size ? "are not within the tensor" : "from NULL", t->nbytes);
+	if (!size)
+		return RBLN_OK;
 	if (refuse_captured(t, "rbln_tensor_write: a copy from the host"))
 		return RBLN_ERROR_CAPTURE;
 	pthread_mutex_lock(&t->lock);
 	if (t->host) {
 		/* A CPU tensor, or a lazy one: it stays lazy. */
-		memcpy(t->host, data, size);
-		pthread_mutex_unlock(&t->lock);
-		return RBLN_OK;
+		memcpy((char *)t->host + offset, data, size);
+	} else {
+		/* Into each shard the range covers, by DMA. */
+		for (i = 0; i < t->nshards && !st; i++) {
+			struct rbln_shard *s = &t->shards[i];
+			size_t lo = offset > s->offset ? offset : s->offset;
+			size_t hi = offset + size < s->offset + s->nbytes ? offset + size :
+									   s->offset + s->nbytes;
+
+			if (lo < hi)
+				st = shard_transfer(s, true, lo - s->offset,
+						    (char *)data + (lo - offset), hi - lo, false, false);
+		}
 	}
 	pthread_mutex_unlock(&t->lock);
-	/* In device memory: through a lazy copy the device copies in. */
-	src = rbln_tensor_from_data(data, t->shape, t->ndim, t->dtype, t->device);
-	if (!src)
-		return rbln_last_status();
-	st = rbln_copy(t, src);
-	rbln_tensor_free(src);
 	return st;
 }
 

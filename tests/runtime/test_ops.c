@@ -481,12 +481,12 @@ TEST(view_rejections)
 TEST(write_from_the_host)
 {
 	int64_t shape[1] = { 8 };
-	float in[8] = { 1, -2, 3, -4, 5, -6, 7, -8 }, out[8];
+	float in[8] = { 1, -2, 3, -4, 5, -6, 7, -8 }, out[8], two[2] = { 0.25f, 0.5f };
 	rbln_tensor *t = rbln_tensor_empty(shape, 1, RBLN_F32, 0), *sq;
 	int i;
 
 	ASSERT_NE(NULL, t);
-	ASSERT_EQ(RBLN_OK, rbln_tensor_write(t, in, sizeof(in)));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_write(t, 0, in, sizeof(in)));
 	EXPECT_FALSE(rbln_tensor_is_materialized(t));
 	sq = rbln_mul(t, t);
 	ASSERT_NE(NULL, sq);
@@ -494,15 +494,26 @@ TEST(write_from_the_host)
 	ASSERT_EQ(RBLN_OK, rbln_tensor_read(sq, out, sizeof(out)));
 	for (i = 0; i < 8; i++)
 		EXPECT_EQ(in[i] * in[i], out[i]);
-	/* Now in device memory; the source may be reused at once. */
-	ASSERT_EQ(RBLN_OK, rbln_tensor_write(sq, in, sizeof(in)));
-	memset(in, 0, sizeof(in));
+	/* Now in device memory (on a logical device, across its shards). */
+	ASSERT_EQ(RBLN_OK, rbln_tensor_write(sq, 0, in, sizeof(in)));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_write(sq, 3 * sizeof(float), two, sizeof(two)));
+	memset(in, 0, sizeof(in));	/* the source may be reused at once */
 	ASSERT_EQ(RBLN_OK, rbln_tensor_read(sq, out, sizeof(out)));
+	EXPECT_EQ(3.0f, out[2]);
+	EXPECT_EQ(0.25f, out[3]);
+	EXPECT_EQ(0.5f, out[4]);
+	EXPECT_EQ(-6.0f, out[5]);
 	EXPECT_EQ(-8.0f, out[7]);
-	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(sq, in, sizeof(in) - 1));
-	EXPECT_NE(NULL, strstr(rbln_last_error(), "32 bytes"));
-	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(sq, NULL, sizeof(in)));
-	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(NULL, in, sizeof(in)));
+	/* Part of a lazy one. */
+	ASSERT_EQ(RBLN_OK, rbln_tensor_write(t, 7 * sizeof(float), two, sizeof(float)));
+	EXPECT_EQ(RBLN_OK, rbln_tensor_write(t, 8 * sizeof(float), two, 0));
+
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(sq, 4, in, sizeof(in)));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "not within the tensor of 32 bytes"));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(sq, SIZE_MAX, in, 2));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(sq, 0, NULL, sizeof(in)));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "from NULL"));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_tensor_write(NULL, 0, in, sizeof(in)));
 	rbln_tensor_free(t);
 	rbln_tensor_free(sq);
 }

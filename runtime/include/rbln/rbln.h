@@ -159,11 +159,12 @@ RBLN_API rbln_tensor *rbln_tensor_view(rbln_tensor *base, const int64_t *shape, 
 				       rbln_dtype dtype);
 
 /*
- * Replaces the element data with @size (= rbln_tensor_nbytes()) bytes from
- * @data. A lazy tensor stays lazy; one in device memory is copied to,
- * asynchronously (@data may be reused at once).
+ * Replaces @size bytes of the element data at byte @offset with @data's.
+ * A lazy tensor stays lazy; one in device memory is copied to, in order
+ * with the device's other work (@data may be reused at once).
  */
-RBLN_API rbln_status rbln_tensor_write(rbln_tensor *t, const void *data, size_t size);
+RBLN_API rbln_status rbln_tensor_write(rbln_tensor *t, size_t offset, const void *data,
+				       size_t size);
 
 /* Copies the element data to @out (@size >= rbln_tensor_nbytes()), waiting for it. */
 RBLN_API rbln_status rbln_tensor_read(rbln_tensor *t, void *out, size_t size);
