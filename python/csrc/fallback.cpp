@@ -64,12 +64,16 @@ Attribution::Attribution(const char *op) : outer_(current)
 			site_ = python_site();
 	}
 	current = this;
-	apply();
+	/* A device op outside regions with stacks: nothing to tell librbln. */
+	if (!op_.empty() || !site_.empty())
+		apply();
 }
 
 Attribution::~Attribution()
 {
 	current = outer_;
+	if (op_.empty() && site_.empty())
+		return;
 	if (outer_)
 		outer_->apply();
 	else
