@@ -30,7 +30,9 @@ from ._device import (  # noqa: E402
     set_device,
     synchronize,
 )
+from . import memory  # noqa: E402,F401  torch.rbln.memory: snapshots and history
 from ._explain import RBLNExplain, RBLNProfile, explain, profile  # noqa: E402
+from ._graph import RBLNGraph, graph, is_current_stream_capturing  # noqa: E402
 from ._memory import (  # noqa: E402
     empty_cache,
     max_memory_allocated,
@@ -45,6 +47,7 @@ from ._memory import (  # noqa: E402
 
 __all__ = [
     "RBLNExplain",
+    "RBLNGraph",
     "RBLNProfile",
     "current_device",
     "device",
@@ -53,6 +56,8 @@ __all__ = [
     "empty_cache",
     "explain",
     "get_amp_supported_dtype",
+    "graph",
+    "is_current_stream_capturing",
     "is_available",
     "manual_seed",
     "manual_seed_all",
@@ -60,6 +65,7 @@ __all__ = [
     "max_memory_reserved",
     "memory_allocated",
     "memory_reserved",
+    "memory",
     "memory_stats",
     "offload",
     "physical_device_count",

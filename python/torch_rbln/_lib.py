@@ -105,6 +105,17 @@ _PROTOTYPES = {
     # char *: a c_void_p so that it can be given back to free().
     "rbln_explain_dump_json": (_ptr, [_ptr]),
     "rbln_explain_free": (None, [_ptr]),
+    "rbln_graph_capture_begin": (_int, [_int]),
+    "rbln_graph_capture_end": (_int, [ctypes.POINTER(_ptr)]),
+    "rbln_graph_capturing": (_int, []),
+    "rbln_graph_replay": (_int, [_ptr]),
+    "rbln_graph_ops": (_i64, [_ptr]),
+    "rbln_graph_free": (None, [_ptr]),
+    "rbln_memory_record_history": (_int, [_int, _bool, _bool, _size]),
+    "rbln_memory_snapshot": (_int, [_int, ctypes.POINTER(_ptr)]),
+    "rbln_memory_snapshot_free": (None, [_ptr]),
+    "rbln_memory_snapshot_json": (_ptr, [_ptr]),
+    "rbln_memory_dump_snapshot": (_int, [_int, _str]),
 }
 
 for _name, (_restype, _argtypes) in _PROTOTYPES.items():
