@@ -142,18 +142,30 @@ bool rbln_explain_wants_sites(void)
 	return wants;
 }
 
+/* @op interned for a framework's record by @fn; NULL with the status set when it cannot be. */
+static const char *record_op_name(const char *op, const char *fn)
+{
+	const char *iop;
+
+	if (!op) {
+		rbln_fail(RBLN_ERROR_INVALID, "%s: NULL op", fn);
+		return NULL;
+	}
+	iop = intern(op);
+	if (!iop)
+		rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+	return iop;
+}
+
 rbln_status rbln_explain_record_bounce(const char *op, bool to_host, uint64_t bytes)
 {
 	const char *iop;
 
-	if (!op)
-		return rbln_fail(RBLN_ERROR_INVALID, "rbln_explain_record_bounce: NULL op");
-	if (!rbln_explain_active())
+	if (op && !rbln_explain_active())
 		return RBLN_OK;
-	iop = intern(op);
+	iop = record_op_name(op, "rbln_explain_record_bounce");
 	if (!iop)
-		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY,
-				 "rbln_explain_record_bounce: out of host memory");
+		return rbln_last_status();
 	rbln_explain_bounce(iop, to_host, bytes, RBLN_CALLER());
 	return RBLN_OK;
 }
@@ -162,14 +174,11 @@ rbln_status rbln_explain_record_fallback(const char *op, uint64_t ns)
 {
 	const char *iop;
 
-	if (!op)
-		return rbln_fail(RBLN_ERROR_INVALID, "rbln_explain_record_fallback: NULL op");
-	if (!rbln_explain_active())
+	if (op && !rbln_explain_active())
 		return RBLN_OK;
-	iop = intern(op);
+	iop = record_op_name(op, "rbln_explain_record_fallback");
 	if (!iop)
-		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY,
-				 "rbln_explain_record_fallback: out of host memory");
+		return rbln_last_status();
 	rbln_explain_dispatch(RBLN_DISPATCH_CPU_FALLBACK, iop, ns, RBLN_CALLER());
 	return RBLN_OK;
 }

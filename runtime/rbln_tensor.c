@@ -100,6 +100,21 @@ static rbln_tensor *tensor_alloc(int nshards)
 	return t;
 }
 
+/* A live tensor of @shape, @dtype and @numel elements (@nbytes) on @device, and its lock. */
+static void tensor_init(rbln_tensor *t, const int64_t *shape, int ndim, rbln_dtype dtype,
+			int64_t numel, size_t nbytes, int device)
+{
+	t->magic = RBLN_TENSOR_MAGIC;
+	t->refs = 1;
+	t->dtype = dtype;
+	t->ndim = ndim;
+	memcpy(t->shape, shape, ndim * sizeof(*shape));
+	t->numel = numel;
+	t->nbytes = nbytes;
+	t->device = device;
+	pthread_mutex_init(&t->lock, NULL);
+}
+
 static void tensor_release(rbln_tensor *t)
 {
 	t->magic = 0;
@@ -222,15 +237,7 @@ static rbln_tensor *tensor_new(const int64_t *shape, int ndim, rbln_dtype dtype,
 		rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
 		return NULL;
 	}
-	t->magic = RBLN_TENSOR_MAGIC;
-	t->refs = 1;
-	t->dtype = dtype;
-	t->ndim = ndim;
-	memcpy(t->shape, shape, ndim * sizeof(*shape));
-	t->numel = numel;
-	t->nbytes = numel * esize;
-	t->device = device;
-	pthread_mutex_init(&t->lock, NULL);
+	tensor_init(t, shape, ndim, dtype, numel, numel * esize, device);
 	shard_layout(t, l);
 	if (!host) {
 		struct rbln_graph *g = rbln_capture_of(device);
@@ -574,15 +581,7 @@ rbln_tensor *rbln_tensor_view(rbln_tensor *base, const int64_t *shape, int ndim,
 		t->shards[i].last_point = 0;
 	if (base->nshards == 1)
 		t->shards[0].rows = ndim ? shape[0] : 1;
-	t->magic = RBLN_TENSOR_MAGIC;
-	t->refs = 1;
-	t->dtype = dtype;
-	t->ndim = ndim;
-	memcpy(t->shape, shape, ndim * sizeof(*shape));
-	t->numel = numel;
-	t->nbytes = base->nbytes;
-	t->device = base->device;
-	pthread_mutex_init(&t->lock, NULL);
+	tensor_init(t, shape, ndim, dtype, numel, base->nbytes, base->device);
 	t->materialized = true;
 	t->nshards = base->nshards;
 	t->base = base;
