@@ -127,6 +127,47 @@ at::Tensor div(const at::Tensor &self, const at::Tensor &other)
 	return done ? r : FALLBACK(div_Tensor, self, other);
 }
 
+/*
+ * In place: the op's result copied into self, both on the NPU. Only where
+ * torch's result dtype is self's (else torch's own checks must refuse it,
+ * on the CPU fallback) and self is all of its storage.
+ */
+bool in_place_ok(const at::Tensor &self, const at::Tensor &other)
+{
+	Operand s(self);
+
+	return s && at::result_type(self, other) == self.scalar_type();
+}
+
+at::Tensor &add_(at::Tensor &self, const at::Tensor &other, const at::Scalar &alpha)
+{
+	if (!in_place_ok(self, other))
+		return FALLBACK(add__Tensor, self, other, alpha);
+	return self.copy_(rbln_torch::add(self, other, alpha));
+}
+
+at::Tensor &sub_(at::Tensor &self, const at::Tensor &other, const at::Scalar &alpha)
+{
+	if (!in_place_ok(self, other))
+		return FALLBACK(sub__Tensor, self, other, alpha);
+	return self.copy_(rbln_torch::sub(self, other, alpha));
+}
+
+at::Tensor &mul_(at::Tensor &self, const at::Tensor &other)
+{
+	if (!in_place_ok(self, other))
+		return FALLBACK(mul__Tensor, self, other);
+	return self.copy_(rbln_torch::mul(self, other));
+}
+
+at::Tensor &div_(at::Tensor &self, const at::Tensor &other)
+{
+	/* True division of integers gives floats, which torch refuses to put back. */
+	if (!float_type(self.scalar_type()) || !in_place_ok(self, other))
+		return FALLBACK(div__Tensor, self, other);
+	return self.copy_(rbln_torch::div(self, other));
+}
+
 at::Tensor maximum(const at::Tensor &self, const at::Tensor &other)
 {
 	bool done;
@@ -177,6 +218,15 @@ at::Tensor relu(const at::Tensor &self)
 	at::Tensor r = unary(self, rbln_relu, "rbln: relu", &done);
 
 	return done ? r : FALLBACK(relu, self);
+}
+
+at::Tensor &relu_(at::Tensor &self)
+{
+	Operand s(self);
+
+	if (!s)
+		return FALLBACK(relu_, self);
+	return self.copy_(rbln_torch::relu(self));
 }
 
 at::Tensor clone(const at::Tensor &self, std::optional<at::MemoryFormat> format)
@@ -608,6 +658,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("sub.Tensor", TORCH_FN(sub));
 	m.impl("mul.Tensor", TORCH_FN(mul));
 	m.impl("div.Tensor", TORCH_FN(div));
+	m.impl("add_.Tensor", TORCH_FN(add_));
+	m.impl("sub_.Tensor", TORCH_FN(sub_));
+	m.impl("mul_.Tensor", TORCH_FN(mul_));
+	m.impl("div_.Tensor", TORCH_FN(div_));
+	m.impl("relu_", TORCH_FN(relu_));
 	m.impl("maximum", TORCH_FN(maximum));
 	m.impl("minimum", TORCH_FN(minimum));
 	m.impl("neg", TORCH_FN(neg));

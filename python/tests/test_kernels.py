@@ -167,6 +167,38 @@ def test_copies_fill_zero_clone(dtype):
         assert d.to("rbln:1").device == torch.device("rbln:1")
 
 
+# Integer true division does not fit an integer tensor: torch refuses it (below).
+IN_PLACE = [(op, dtype) for op in ["add_", "sub_", "mul_", "div_", "relu_"] for dtype in ISA_DTYPES
+            if op != "div_" or dtype.is_floating_point]
+
+
+@pytest.mark.parametrize("op,dtype", IN_PLACE, ids=str)
+def test_in_place(op, dtype):
+    """On the NPU: the result, copied into the tensor itself."""
+    a, b = values(dtype, seed=15), values(dtype, seed=16).flip(0)
+    d = a.rbln().clone()  # in device memory (not "+ 0", which makes -0 +0)
+    args = () if op == "relu_" else (b.rbln(),)
+    with torch.rbln.explain() as region:
+        out = getattr(d, op)(*args)
+    assert out is d
+    assert region.dump()["dispatch"]["cpu_fallback"]["count"] == 0, str(region)
+    expected = getattr(a.clone(), op)(*(() if op == "relu_" else (b,)))
+    same(d, expected, exact=op != "relu_")
+
+
+def test_in_place_refuses_as_torch_does():
+    d = torch.tensor([1, 2, 3], dtype=torch.int32).rbln()
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        d.add_(torch.tensor([0.5, 0.5, 0.5]).rbln())
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        d.div_(2)
+    same(d, torch.tensor([1, 2, 3], dtype=torch.int32))
+    # Broadcasting in place works, through the CPU.
+    m = torch.ones(2, 3).rbln()
+    m.add_(torch.arange(3.0).rbln())
+    same(m, torch.ones(2, 3) + torch.arange(3.0))
+
+
 def test_broadcasting_falls_back_right():
     a = values(torch.float32, n=12, seed=12).reshape(3, 4)
     row = torch.arange(4, dtype=torch.float32)
