@@ -38,13 +38,26 @@ bool isa_dtype(at::ScalarType type)
 	return to_rbln_dtype(type, &d);
 }
 
-/* A Python number or a 0-d CPU tensor (which torch treats as one). */
-bool scalar_operand(const at::Tensor &t, double *value)
+/*
+ * Whether @value is one of @type's: the ISA saturates a scalar into an
+ * integer dtype where torch wraps it (int8 + 200 adds -56 in torch).
+ */
+bool fits(at::ScalarType type, double value)
+{
+	if (type == at::kInt)
+		return value >= INT32_MIN && value <= INT32_MAX;
+	if (type == at::kChar)
+		return value >= INT8_MIN && value <= INT8_MAX;
+	return true;
+}
+
+/* A Python number (torch wraps it in a 0-d CPU tensor) that fits @type. */
+bool scalar_operand(const at::Tensor &t, at::ScalarType type, double *value)
 {
 	if (t.dim() != 0 || !t.is_cpu() || !t.unsafeGetTensorImpl()->is_wrapped_number())
 		return false;
 	*value = t.item<double>();
-	return true;
+	return fits(type, *value);
 }
 
 #define FALLBACK(op, ...) \
@@ -63,7 +76,7 @@ at::Tensor binary(const at::Tensor &self, const at::Tensor &other, binary_fn fn,
 	*done = false;
 	if (out != self.scalar_type() || !isa_dtype(out))
 		return {};
-	if (scalar_operand(other, &s) && sfn) {
+	if (scalar_operand(other, out, &s) && sfn) {
 		Operand a(self);
 
 		if (!a)
@@ -336,7 +349,7 @@ at::Tensor &fill(at::Tensor &self, const at::Scalar &value)
 	}
 	Operand a(self);
 
-	if (!a || !isa_dtype(self.scalar_type()))
+	if (!a || !isa_dtype(self.scalar_type()) || !fits(self.scalar_type(), value.toDouble()))
 		return FALLBACK(fill__Scalar, self, value);
 	Attribution attr(nullptr);
 	if (rbln_fill(a.get(), value.toDouble()))

@@ -199,6 +199,15 @@ def test_in_place_refuses_as_torch_does():
     same(m, torch.ones(2, 3) + torch.arange(3.0))
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int8], ids=str)
+def test_scalars_out_of_an_integer_range(dtype):
+    """torch wraps them into the dtype, the ISA would saturate: the CPU answers."""
+    a = values(dtype, seed=17)
+    big = 200 if dtype == torch.int8 else 3_000_000_000
+    for fn in (torch.add, torch.sub, torch.mul):
+        same(fn(a.rbln(), big), fn(a, big))
+
+
 def test_broadcasting_falls_back_right():
     a = values(torch.float32, n=12, seed=12).reshape(3, 4)
     row = torch.arange(4, dtype=torch.float32)
