@@ -65,22 +65,6 @@ struct rbln_host_buf {
 	struct rbln_host_buf *next;	/* in the device's deferred list or staging pool */
 };
 
-/* Staging buffers for copies between host and device memory: this size, so many kept idle. */
-#define RBLN_STAGING_CHUNK	(2u << 20)
-#define RBLN_STAGING_POOL	2
-
-/*
- * A non-blocking device-to-host copy, finished by rbln_synchronize():
- * the staging buffer's bytes go to @dst then.
- */
-struct rbln_pending_copy {
-	struct rbln_host_buf *staging;
-	uint64_t point;
-	void *dst;
-	size_t bytes;
-	struct rbln_pending_copy *next;
-};
-
 /* Jobs in flight on a device at most: one binary syncobj each (rbln_job.c). */
 #define RBLN_SYNC_SLOTS	256
 
@@ -110,10 +94,10 @@ struct rbln_dev {
 	uint64_t failed_seen;		/* RBLN_PARAM_FAILED_JOBS last reported (atomic) */
 	struct rbln_cmd_ring *ring;	/* where command buffers go */
 	struct rbln_host_buf *deferred;	/* host buffers of jobs in flight */
-	struct rbln_host_buf *staging;	/* idle staging buffers, at most RBLN_STAGING_POOL */
+	struct rbln_host_buf *staging;	/* idle staging buffers (rbln_staging.c) */
 	unsigned int nstaging;
 	unsigned int staging_live;	/* staging buffers in existence */
-	struct rbln_pending_copy *copies;
+	struct rbln_pending_copy *copies;	/* non-blocking copies' last chunks */
 	struct rbln_peer_ref *peers;	/* other members' objects imported here */
 	size_t npeers, cap_peers;
 	int64_t lazy_host_bytes, lazy_tensors, lazy_materializations;
@@ -264,7 +248,10 @@ rbln_status rbln_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len, co
  * for; -1 when every job is done.
  */
 rbln_status rbln_last_job_fence(struct rbln_dev *d, int *fd);
+/* Waits for @point, and reports a job that failed since the last report. */
 rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point);
+/* Waits for @point to be done, failed or not. */
+rbln_status rbln_wait_done(struct rbln_dev *d, uint64_t point);
 bool rbln_point_done(struct rbln_dev *d, uint64_t point);
 void rbln_reap_locked(struct rbln_dev *d);
 

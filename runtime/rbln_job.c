@@ -22,6 +22,7 @@
 #include <xf86drm.h>
 
 #include "rbln_internal.h"
+#include "rbln_staging.h"
 
 rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size, struct rbln_host_buf **out)
 {
@@ -67,15 +68,8 @@ static void note_completed(struct rbln_dev *d, uint64_t point)
  */
 static void host_buf_retire(struct rbln_dev *d, struct rbln_host_buf *b)
 {
-	if (b->staging && d->nstaging < RBLN_STAGING_POOL) {
-		b->point = 0;
-		b->next = d->staging;
-		d->staging = b;
-		d->nstaging++;
+	if (b->staging && rbln_staging_recycle_locked(d, b))
 		return;
-	}
-	if (b->staging)
-		d->staging_live--;
 	munmap(b->cpu, b->size);
 	rbln_drm_bo_close(d->drm, b->handle);
 	free(b);
@@ -126,8 +120,6 @@ struct rbln_cmd_ring {
 	unsigned int first, count;
 };
 
-static rbln_status wait_done(struct rbln_dev *d, uint64_t point);
-
 /* Releases the oldest stretch once its job is done; waits for it if @wait. */
 static rbln_status ring_retire(struct rbln_dev *d, struct rbln_cmd_ring *r, bool wait)
 {
@@ -138,7 +130,7 @@ static rbln_status ring_retire(struct rbln_dev *d, struct rbln_cmd_ring *r, bool
 	if (!rbln_point_done(d, point)) {
 		if (!wait)
 			return RBLN_ERROR_BUSY;
-		st = wait_done(d, point);
+		st = rbln_wait_done(d, point);
 	}
 	if (st)
 		return st;
@@ -198,7 +190,7 @@ rbln_status rbln_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len, co
 
 	/* The slot's previous point must be done before its fence is replaced. */
 	if (d->point + 1 > RBLN_SYNC_SLOTS) {
-		st = wait_done(d, d->point + 1 - RBLN_SYNC_SLOTS);
+		st = rbln_wait_done(d, d->point + 1 - RBLN_SYNC_SLOTS);
 		if (st)
 			return st;
 	}
@@ -253,8 +245,7 @@ bool rbln_point_done(struct rbln_dev *d, uint64_t point)
 	return !slot_wait(d, point, 0);
 }
 
-/* Waits for @point to be done, failed or not. */
-static rbln_status wait_done(struct rbln_dev *d, uint64_t point)
+rbln_status rbln_wait_done(struct rbln_dev *d, uint64_t point)
 {
 	int ret;
 
@@ -291,67 +282,6 @@ static rbln_status check_failures(struct rbln_dev *d, uint64_t point)
 			 (unsigned long long)(failed - seen), failed - seen == 1 ? "" : "s");
 }
 
-/* The first point a staging buffer waits for; 0: none waits. With d->lock held. */
-static uint64_t staging_first_point(struct rbln_dev *d)
-{
-	struct rbln_host_buf *b;
-	uint64_t first = 0;
-
-	for (b = d->deferred; b; b = b->next)
-		if (b->staging && (!first || b->point < first))
-			first = b->point;
-	return first;
-}
-
-/*
- * Staging buffers are kept rather than made per copy: creating, mapping
- * and faulting in a buffer object, then unmapping and closing it, was
- * most of a small copy's time (an item() took ~350 us under QEMU). With
- * RBLN_STAGING_POOL of them in existence, one that a job still reads or
- * writes is waited for rather than another made: the job that would use
- * a new one runs after it anyway, on the device's one queue.
- */
-rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_buf **out)
-{
-	struct rbln_host_buf *b;
-	uint64_t point;
-	rbln_status st;
-
-	pthread_mutex_lock(&d->lock);
-	for (;;) {
-		rbln_reap_locked(d);
-		b = d->staging;
-		if (b || d->staging_live < RBLN_STAGING_POOL)
-			break;
-		point = staging_first_point(d);
-		if (!point)
-			break;	/* the others are in use: make one more */
-		pthread_mutex_unlock(&d->lock);
-		st = wait_done(d, point);
-		pthread_mutex_lock(&d->lock);
-		if (st)
-			break;
-	}
-	if (b) {
-		d->staging = b->next;
-		d->nstaging--;
-		b->next = NULL;
-		*out = b;
-		pthread_mutex_unlock(&d->lock);
-		return RBLN_OK;
-	}
-	pthread_mutex_unlock(&d->lock);
-	st = rbln_host_buf_new(d, RBLN_STAGING_CHUNK, &b);
-	if (st)
-		return st;
-	b->staging = true;
-	pthread_mutex_lock(&d->lock);
-	d->staging_live++;
-	pthread_mutex_unlock(&d->lock);
-	*out = b;
-	return RBLN_OK;
-}
-
 rbln_status rbln_last_job_fence(struct rbln_dev *d, int *fd)
 {
 	rbln_status st = RBLN_OK;
@@ -376,6 +306,6 @@ rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point)
 
 	if (!point)
 		return RBLN_OK;
-	st = wait_done(d, point);
+	st = rbln_wait_done(d, point);
 	return st ? st : check_failures(d, point);
 }

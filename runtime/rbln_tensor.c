@@ -4,9 +4,9 @@
  *
  * A tensor created on an RBLN device keeps its data in host memory until
  * its first device use; then a block of the device's caching allocator
- * takes it, through a staging host buffer and a DMA job, and the host copy
- * goes. Device-to-host copies come back the same way; a non-blocking one
- * completes in rbln_synchronize().
+ * takes it, through staging host buffers and DMA jobs (rbln_staging.c), and
+ * the host copy goes. Device-to-host copies come back the same way; a
+ * non-blocking one completes in rbln_synchronize().
  */
 
 #include <errno.h>
@@ -17,6 +17,7 @@
 
 #include "rbln_explain.h"
 #include "rbln_internal.h"
+#include "rbln_staging.h"
 
 /* Data of @t's shards on devices (sign 1) or gone from there (-1). */
 static void account_lazy(rbln_tensor *t, int sign)
@@ -648,126 +649,6 @@ void rbln_shard_used(struct rbln_shard *s, uint64_t point)
 		;
 }
 
-/*
- * Finishes a chunk copied to a staging buffer: unless the copy already
- * failed (@st), waits for its job (if @wait; else it is known done) and
- * copies it out. Gives the staging buffer back either way; *@h is empty
- * afterwards.
- */
-static rbln_status copy_out(struct rbln_dev *d, struct rbln_pending_copy *h, bool wait,
-			    rbln_status st)
-{
-	if (!st && wait)
-		st = rbln_wait_point(d, h->point);
-	if (!st)
-		memcpy(h->dst, h->staging->cpu, h->bytes);
-	pthread_mutex_lock(&d->lock);
-	rbln_host_buf_release(d, h->staging, h->point);
-	pthread_mutex_unlock(&d->lock);
-	h->staging = NULL;
-	return st;
-}
-
-/*
- * The last two chunks of a device-to-host copy, held[@older] first (its
- * job is done before the other's): finished now, or with @non_blocking
- * left for rbln_synchronize() (finish_copies_locked()).
- */
-static rbln_status copy_out_last(struct rbln_dev *d, struct rbln_pending_copy *held,
-				 size_t older, bool non_blocking, rbln_status st)
-{
-	struct rbln_pending_copy *pc;
-	size_t j;
-
-	for (j = older; j < older + 2; j++) {
-		struct rbln_pending_copy *h = &held[j % 2];
-
-		if (!h->staging)
-			continue;
-		pc = non_blocking && !st ? malloc(sizeof(*pc)) : NULL;
-		if (!pc) {
-			st = copy_out(d, h, true, st);
-			continue;
-		}
-		*pc = *h;
-		pthread_mutex_lock(&d->lock);
-		pc->next = d->copies;
-		d->copies = pc;
-		pthread_mutex_unlock(&d->lock);
-	}
-	return st;
-}
-
-/*
- * Copies @bytes between device address @va and the host memory @host by
- * DMA jobs through pinned staging buffers of RBLN_STAGING_CHUNK bytes,
- * two jobs in flight, so a big tensor never needs its size in pinned
- * memory (offload relies on it). Device-to-host, a chunk is copied out
- * of its staging buffer once the job two chunks later is about to take
- * one; a copy completes before this returns unless @non_blocking: then
- * its last two chunks complete in rbln_synchronize(). *@last gets the
- * point of the last job.
- */
-static rbln_status transfer(struct rbln_dev *d, uint32_t bo, uint64_t va, bool to_device,
-			    void *host, size_t bytes, bool non_blocking, bool cold, uint64_t *last)
-{
-	struct rbln_pending_copy held[2] = { { 0 }, { 0 } };
-	uint64_t inflight[2] = { 0, 0 }, point = 0, cmd_va;
-	struct rbln_host_buf *stage;
-	struct rbln_drm_cmd c;
-	size_t off, n, i;
-	uint32_t bos[2];
-	rbln_status st;
-	void *cmd;
-
-	st = rbln_capture_refuse(0, d, to_device ? "a copy from the host to the device" :
-				 "a copy from the device to the host");
-	for (off = 0, i = 0; off < bytes && !st; off += n, i++) {
-		n = bytes - off < RBLN_STAGING_CHUNK ? bytes - off : RBLN_STAGING_CHUNK;
-		/*
-		 * Bound the pinned memory: the chunk before last must be done,
-		 * and its staging buffer back in the pool before one is taken.
-		 */
-		st = rbln_wait_point(d, inflight[i % 2]);
-		if (held[i % 2].staging)
-			st = copy_out(d, &held[i % 2], false, st);
-		if (st)
-			break;
-		st = rbln_staging_get(d, &stage);
-		if (st)
-			break;
-		if (to_device)
-			memcpy(stage->cpu, (char *)host + off, n);
-		if (to_device && cold)
-			rbln_offload_cold(host, off, n);
-		bos[0] = bo;
-		bos[1] = stage->handle;
-
-		pthread_mutex_lock(&d->lock);
-		st = rbln_ring_reserve_locked(d, sizeof(struct rbln_pkt_dma_copy), &cmd, &cmd_va);
-		if (!st) {
-			rbln_drm_cmd_init(&c, cmd, sizeof(struct rbln_pkt_dma_copy));
-			if (to_device)
-				rbln_drm_cmd_dma_copy(&c, va + off, stage->va, n);
-			else
-				rbln_drm_cmd_dma_copy(&c, stage->va, va + off, n);
-			st = rbln_ring_submit_locked(d, cmd_va, c.len, bos, 2, &point);
-		}
-		if (to_device || st)
-			rbln_host_buf_release(d, stage, st ? 0 : point);
-		rbln_reap_locked(d);
-		pthread_mutex_unlock(&d->lock);
-		if (st)
-			break;
-		inflight[i % 2] = point;
-		if (!to_device)
-			held[i % 2] = (struct rbln_pending_copy){ .staging = stage, .point = point,
-								  .dst = (char *)host + off, .bytes = n };
-	}
-	*last = point;
-	return copy_out_last(d, held, i % 2, non_blocking, st);
-}
-
 /* Copies @bytes at byte @offset of shard @s's block from or to @host. */
 static rbln_status shard_transfer(struct rbln_shard *s, bool to_device, size_t offset,
 				  void *host, size_t bytes, bool non_blocking, bool cold)
@@ -775,8 +656,9 @@ static rbln_status shard_transfer(struct rbln_shard *s, bool to_device, size_t o
 	uint64_t point = 0;
 	rbln_status st;
 
-	st = transfer(s->dev, rbln_block_handle(s->block), rbln_block_va(s->block) + offset,
-		      to_device, host, bytes, non_blocking, cold, &point);
+	st = rbln_staging_copy(s->dev, rbln_block_handle(s->block),
+			       rbln_block_va(s->block) + offset, to_device, host, bytes,
+			       non_blocking, cold, &point);
 	rbln_shard_used(s, point);
 	return st;
 }
@@ -846,30 +728,13 @@ rbln_status rbln_tensor_ensure_device(rbln_tensor *t)
 	return st;
 }
 
-/* Completes every non-blocking copy whose job is done; with d->lock held. */
-static void finish_copies_locked(struct rbln_dev *d)
-{
-	struct rbln_pending_copy **pp = &d->copies, *pc;
-
-	while ((pc = *pp)) {
-		if (rbln_point_done(d, pc->point)) {
-			memcpy(pc->dst, pc->staging->cpu, pc->bytes);
-			*pp = pc->next;
-			rbln_host_buf_release(d, pc->staging, 0);
-			free(pc);
-		} else {
-			pp = &pc->next;
-		}
-	}
-}
-
 /* Waits for @d's work up to @point and completes the copies it finished. */
 static rbln_status finish_to(struct rbln_dev *d, uint64_t point)
 {
 	rbln_status st = rbln_wait_point(d, point);
 
 	pthread_mutex_lock(&d->lock);
-	finish_copies_locked(d);
+	rbln_staging_finish_locked(d);
 	rbln_reap_locked(d);
 	pthread_mutex_unlock(&d->lock);
 	return st;
