@@ -17,7 +17,11 @@
  * -ffp-contract=fast; the unit test builds with -ffp-contract=off to match.
  */
 
-#ifndef __KERNEL__
+#ifdef __KERNEL__
+#include <asm/cpufeature.h>
+#include <asm/fpu/api.h>
+#include <asm/fpu/types.h>
+#else
 #include <stdbool.h>
 #endif
 
@@ -313,6 +317,148 @@ static u32 f32_binop(u32 op, u32 a, u32 b)
 	return f32_to_bits(r);
 }
 
+/**
+ * rbln_alu_begin() - ready the FPU for a stretch of ALU work
+ *
+ * Call it after kernel_fpu_begin(). It raises the FPU's sticky inexact
+ * flag with one inexact division. No result depends on the flag; but QEMU's
+ * TCG, which runs the guests this emulator is developed and tested in,
+ * computes a guest's floats on the host FPU only once that flag is set
+ * (the host FPU could not tell it whether a result was exact), and in
+ * software until then, about 1.6x slower: a chain of exact operations
+ * (x * 0.5, x + 1) would never leave software.
+ */
+void rbln_alu_begin(void)
+{
+	float third = 1.0f;
+
+	/* Neither computed at build time nor dropped as unused. */
+	__asm__ __volatile__("" : "+m" (third));
+	third /= 3.0f;
+	__asm__ __volatile__("" : : "m" (third));
+}
+
+#ifdef __x86_64__
+/*
+ * f32 add, subtract, multiply and divide eight lanes at a time with AVX,
+ * where the CPU has it. They are the same IEEE operations as f32_binop()'s,
+ * so they give the same bits; what they save is instructions, which an
+ * emulated guest CPU pays for dearly: under QEMU's TCG, 1,024 elements
+ * cost 7.9 us this way against 41 us element by element. Each returns how
+ * many leading elements it did, a multiple of eight; the element-by-element
+ * loop does the rest and every other operation.
+ */
+#define ALU_AVX __attribute__((target("avx")))
+
+#define ALU_F32X8 float __attribute__((vector_size(32)))
+
+static bool alu_has_avx(void)
+{
+#ifdef __KERNEL__
+	return boot_cpu_has(X86_FEATURE_AVX) &&
+	       cpu_has_xfeatures(XFEATURE_MASK_SSE | XFEATURE_MASK_YMM, NULL);
+#else
+	return __builtin_cpu_supports("avx");
+#endif
+}
+
+static inline ALU_AVX ALU_F32X8 ldx8(const void *p, u32 i)
+{
+	ALU_F32X8 v;
+
+	__builtin_memcpy(&v, (const u8 *)p + i * 4, 32);
+	return v;
+}
+
+static inline ALU_AVX void stx8(void *p, u32 i, ALU_F32X8 v)
+{
+	__builtin_memcpy((u8 *)p + i * 4, &v, 32);
+}
+
+static ALU_AVX u32 f32x8_binary(u32 op, const void *a, const void *b, void *dst, u32 n)
+{
+	u32 i, end = n & ~7u;
+
+	switch (op) {
+	case RBLN_BINARY_ADD:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, ldx8(a, i) + ldx8(b, i));
+		break;
+	case RBLN_BINARY_SUB:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, ldx8(a, i) - ldx8(b, i));
+		break;
+	case RBLN_BINARY_MUL:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, ldx8(a, i) * ldx8(b, i));
+		break;
+	case RBLN_BINARY_DIV:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, ldx8(a, i) / ldx8(b, i));
+		break;
+	default:
+		return 0;
+	}
+	return end;
+}
+
+static ALU_AVX u32 f32x8_scalar(u32 op, const void *a, u32 scalar, void *dst, u32 n)
+{
+	float s = f32_from_bits(scalar);	/* each operation broadcasts it */
+	u32 i, end = n & ~7u;
+
+	switch (op) {
+	case RBLN_BINARY_ADD:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, ldx8(a, i) + s);
+		break;
+	case RBLN_BINARY_SUB:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, ldx8(a, i) - s);
+		break;
+	case RBLN_BINARY_MUL:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, ldx8(a, i) * s);
+		break;
+	case RBLN_BINARY_DIV:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, ldx8(a, i) / s);
+		break;
+	case RBLN_BINARY_RSUB:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, s - ldx8(a, i));
+		break;
+	case RBLN_BINARY_RDIV:
+		for (i = 0; i < end; i += 8)
+			stx8(dst, i, s / ldx8(a, i));
+		break;
+	default:
+		return 0;
+	}
+	return end;
+}
+
+static u32 f32_vector_binary(u32 op, const void *a, const void *b, void *dst, u32 n)
+{
+	return alu_has_avx() ? f32x8_binary(op, a, b, dst, n) : 0;
+}
+
+static u32 f32_vector_scalar(u32 op, const void *a, u32 scalar, void *dst, u32 n)
+{
+	return alu_has_avx() ? f32x8_scalar(op, a, scalar, dst, n) : 0;
+}
+#else
+static u32 f32_vector_binary(u32 op, const void *a, const void *b, void *dst, u32 n)
+{
+	return 0;
+}
+
+static u32 f32_vector_scalar(u32 op, const void *a, u32 scalar, void *dst, u32 n)
+{
+	return 0;
+}
+#endif
+
 /* C leaves INT_MIN / -1 undefined and x / 0 traps; the ISA defines both. */
 static s32 i32_div(s32 a, s32 b)
 {
@@ -467,10 +613,12 @@ void rbln_alu_unary(u32 op, u32 dtype, const void *src, void *dst, u32 n)
  */
 void rbln_alu_binary(u32 op, u32 dtype, const void *a, const void *b, void *dst, u32 n)
 {
-	u32 i;
+	u32 i = 0;
 
+	if (dtype == RBLN_DTYPE_F32)
+		i = f32_vector_binary(op, a, b, dst, n);
 	if (is_float(dtype)) {
-		for (i = 0; i < n; i++)
+		for (; i < n; i++)
 			st_f(dtype, dst, i, f32_binop(op, ld_f(dtype, a, i), ld_f(dtype, b, i)));
 	} else {
 		for (i = 0; i < n; i++)
@@ -489,12 +637,14 @@ void rbln_alu_binary(u32 op, u32 dtype, const void *a, const void *b, void *dst,
  */
 void rbln_alu_scalar(u32 op, u32 dtype, const void *a, u32 scalar, void *dst, u32 n)
 {
-	u32 i;
+	u32 i = 0;
 
+	if (dtype == RBLN_DTYPE_F32)
+		i = f32_vector_scalar(op, a, scalar, dst, n);
 	if (is_float(dtype)) {
 		u32 s = scalar_f(dtype, scalar);
 
-		for (i = 0; i < n; i++)
+		for (; i < n; i++)
 			st_f(dtype, dst, i, f32_binop(op, ld_f(dtype, a, i), s));
 	} else {
 		s32 s = scalar_i(dtype, scalar);

@@ -52,6 +52,7 @@ static inline unsigned int rbln_alu_dtype_size(u32 dtype)
 	}
 }
 
+void rbln_alu_begin(void);
 void rbln_alu_unary(u32 op, u32 dtype, const void *src, void *dst, u32 n);
 void rbln_alu_binary(u32 op, u32 dtype, const void *a, const void *b, void *dst, u32 n);
 void rbln_alu_scalar(u32 op, u32 dtype, const void *a, u32 scalar, void *dst, u32 n);

@@ -25,6 +25,13 @@ struct rbln_emu_job {
 	struct rbln_emu_ctx *ctx;
 };
 
+/* Every stretch of element or tile arithmetic sits in one of these. */
+static void rbln_emu_fpu_begin(void)
+{
+	kernel_fpu_begin();
+	rbln_alu_begin();
+}
+
 /* Between two bounded steps of work: give way, and stop when told to. */
 static int rbln_emu_check_stop(struct rbln_emu_job *job)
 {
@@ -98,7 +105,7 @@ static int rbln_emu_elementwise(struct rbln_emu_job *job, u32 header, u32 scalar
 		if (ret)
 			return ret;
 
-		kernel_fpu_begin();
+		rbln_emu_fpu_begin();
 		switch (op) {
 		case RBLN_OP_EW_UNARY:
 			rbln_alu_unary(sub, dtype, buf[0], buf[2], chunk);
@@ -149,7 +156,7 @@ static int rbln_emu_reduce(struct rbln_emu_job *job, const struct rbln_pkt_reduc
 					    chunk * size);
 			if (ret)
 				return ret;
-			kernel_fpu_begin();
+			rbln_emu_fpu_begin();
 			rbln_alu_reduce_step(op, dtype, &acc, buf[0], chunk);
 			kernel_fpu_end();
 			ret = rbln_emu_check_stop(job);
@@ -230,7 +237,7 @@ static int rbln_emu_gemm_block(struct rbln_emu_job *job, const struct rbln_pkt_g
 				      k0, j0, tk, tn, in_size);
 		if (ret)
 			return ret;
-		kernel_fpu_begin();
+		rbln_emu_fpu_begin();
 		rbln_alu_gemm_tile(in, a, b, acc, tm, tn, tk);
 		kernel_fpu_end();
 		ret = rbln_emu_check_stop(job);

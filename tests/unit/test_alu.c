@@ -905,4 +905,40 @@ TEST(unaligned_buffers)
 	EXPECT_EQ(ref_fbits(3.0f), ref_fbits(r));
 }
 
+/*
+ * f32 ADD..DIV and their scalar forms go eight lanes at a time where the
+ * CPU has AVX, then element by element: every length's tail, unaligned
+ * buffers and results written over an operand must come out the same, and
+ * nothing past the last element may be written.
+ */
+TEST(f32_lanes_tails_and_in_place)
+{
+	unsigned char a[64 * 4 + 1], b[64 * 4 + 1], d[64 * 4 + 1];
+	uint32_t s = ref_fbits(-0.75f);
+	int bad = 0;
+	size_t i;
+
+	ref_rng_seed(11);
+	for (uint32_t n = 1; n <= 64; n += n < 20 ? 1 : 11) {
+		for (uint32_t op = RBLN_BINARY_ADD; op <= RBLN_BINARY_RDIV; op++) {
+			ref_fill_random(F32, a + 1, n);
+			ref_fill_random(F32, b + 1, n);
+			for (i = 0; i < n; i++)
+				expect[i] = ref_binary(op, F32, ref_get(F32, a + 1, i),
+						       op <= RBLN_BINARY_DIV ?
+						       ref_get(F32, b + 1, i) : s);
+			memcpy(d, a, sizeof(d));
+			if (op <= RBLN_BINARY_DIV)
+				rbln_alu_binary(op, F32, d + 1, b + 1, d + 1, n);
+			else
+				rbln_alu_scalar(op, F32, d + 1, s, d + 1, n);
+			bad += compare(_metadata, "in place", F32, d + 1, expect, n, F32, a + 1,
+				       b + 1);
+			/* Nothing past the last element is written. */
+			bad += memcmp(d + 1 + n * 4, a + 1 + n * 4, (64 - n) * 4) != 0;
+		}
+	}
+	EXPECT_EQ(0, bad);
+}
+
 TEST_HARNESS_MAIN
