@@ -217,14 +217,22 @@ rbln_status rbln_shard_alloc(struct rbln_shard *s, int device, const char *op);
 /* Notes that the job at @point used @s's block. */
 void rbln_shard_used(struct rbln_shard *s, uint64_t point);
 
+/*
+ * Queues @out = @a @sub @b over @count elements of @dtype at device
+ * addresses of @d, in objects @bos, through the program cache
+ * (rbln_ops.c); explain() sees op @name called from @site. *@point gets
+ * the job's point.
+ */
+rbln_status rbln_ew_binary(struct rbln_dev *d, unsigned int sub, rbln_dtype dtype, int64_t count,
+			   uint64_t out, uint64_t a, uint64_t b, const uint32_t *bos, uint32_t nbos,
+			   const char *name, const void *site, uint64_t *point);
+
 /* Element encodings (rbln_dtype.c), with the ISA's conversion rules. */
 void rbln_dtype_encode(rbln_dtype dtype, double v, void *dst);
 double rbln_dtype_decode(rbln_dtype dtype, const void *src);
 
 /* Host buffers and jobs (rbln_job.c) */
 rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size, struct rbln_host_buf **out);
-/* A staging buffer of RBLN_STAGING_CHUNK bytes, idle; given back with rbln_host_buf_release(). */
-rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_buf **out);
 void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_buf *b, uint64_t point);
 /*
  * Command space in the device's ring of command buffers: @len bytes at

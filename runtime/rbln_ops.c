@@ -266,6 +266,29 @@ static rbln_status dispatch(struct op *op)
 	return RBLN_OK;
 }
 
+rbln_status rbln_ew_binary(struct rbln_dev *d, unsigned int sub, rbln_dtype dtype, int64_t count,
+			   uint64_t out, uint64_t a, uint64_t b, const uint32_t *bos, uint32_t nbos,
+			   const char *name, const void *site, uint64_t *point)
+{
+	uint64_t args[RBLN_NARGS] = { [RBLN_ARG_A] = a, [RBLN_ARG_B] = b, [RBLN_ARG_OUT] = out };
+	bool active = rbln_explain_active(), compiled = false;
+	uint64_t start = active ? rbln_explain_now() : 0;
+	struct rbln_program_key key;
+	rbln_status st;
+
+	memset(&key, 0, sizeof(key));
+	key.kind = RBLN_OPK_BINARY;
+	key.sub = sub;
+	key.in_dtype = key.out_dtype = dtype;
+	key.ndim_a = key.ndim_b = 1;
+	key.shape_a[0] = key.shape_b[0] = count;
+	st = run_program(d, NULL, &key, args, bos, nbos, &compiled, point);
+	if (!st && active)
+		rbln_explain_dispatch(compiled ? RBLN_DISPATCH_RECOMPILE : RBLN_DISPATCH_WARM_HIT,
+				      name, rbln_explain_now() - start, site);
+	return st;
+}
+
 /* Checks that @t is a live tensor on an rbln device, for op @name. */
 static bool on_device(const rbln_tensor *t, const char *name)
 {

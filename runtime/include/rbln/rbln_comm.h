@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rbln_comm.h - collectives over RBLN tensors between MPI processes
+ *
+ * NCCL's model on Open MPI: a communicator joins one RBLN device per rank
+ * of an MPI communicator, and collectives move tensors of those devices.
+ * MPI never sees device memory: data goes device -> pinned host staging ->
+ * MPI -> staging -> device in chunks, the DMA of one chunk overlapping the
+ * network of another, and reductions run on the NPU. Before each
+ * collective the ranks compare what they were asked to do, so a mismatch
+ * (a dtype, a size, a root, another collective) fails on every rank with
+ * RBLN_ERROR_INVALID instead of hanging.
+ *
+ * Every collective returns once its data has left the host: what remains
+ * is queued on the device, in order with its other work, and complete
+ * after rbln_synchronize(). Collectives on one communicator must be called
+ * in the same order on every rank; MPI must be initialized, with a thread
+ * level for the way the program calls them.
+ */
+#ifndef RBLN_RBLN_COMM_H
+#define RBLN_RBLN_COMM_H
+
+#include <mpi.h>
+
+#include "rbln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rbln_comm rbln_comm;
+
+typedef enum rbln_redop {
+	RBLN_SUM	= 0,
+	RBLN_MAX	= 1,
+	RBLN_MIN	= 2,
+} rbln_redop;
+
+/*
+ * Creates a communicator of the ranks of @mpi, this one on RBLN device
+ * @device (-1: the current device), which must be one NPU (not a logical
+ * device of several). Collective over @mpi: every rank calls it, and all
+ * fail if one does.
+ */
+RBLN_API rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device);
+/* Frees @comm (collective over its ranks); NULL is a no-op. */
+RBLN_API rbln_status rbln_comm_free(rbln_comm *comm);
+/* This rank's index, the number of ranks, and this rank's device; a negative rbln_status on a bad handle. */
+RBLN_API int rbln_comm_rank(const rbln_comm *comm);
+RBLN_API int rbln_comm_size(const rbln_comm *comm);
+RBLN_API int rbln_comm_device(const rbln_comm *comm);
+
+/*
+ * @out = @op over every rank's @in, folded in rank order, each step one
+ * EW_BINARY on the NPU: the same bits on every rank. @in == @out: in place.
+ */
+RBLN_API rbln_status rbln_all_reduce(rbln_tensor *in, rbln_tensor *out, rbln_redop op,
+				     rbln_comm *comm);
+/*
+ * @out (size times @in's elements) = every rank's @in, in rank order.
+ * @in == @out: in place, this rank's part already at its place in @out.
+ */
+RBLN_API rbln_status rbln_all_gather(rbln_tensor *in, rbln_tensor *out, rbln_comm *comm);
+/*
+ * @out = part r (this rank's) of @op over every rank's @in, which has
+ * size times @out's elements. @in == @out: in place, the result at part r.
+ */
+RBLN_API rbln_status rbln_reduce_scatter(rbln_tensor *in, rbln_tensor *out, rbln_redop op,
+					 rbln_comm *comm);
+/* @t = rank @root's @t, on every rank. */
+RBLN_API rbln_status rbln_broadcast(rbln_tensor *t, int root, rbln_comm *comm);
+/* @t to rank @peer, which calls rbln_recv() with a tensor of the same dtype and size. */
+RBLN_API rbln_status rbln_send(rbln_tensor *t, int peer, rbln_comm *comm);
+RBLN_API rbln_status rbln_recv(rbln_tensor *t, int peer, rbln_comm *comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RBLN_RBLN_COMM_H */

@@ -1,0 +1,739 @@
+// SPDX-License-Identifier: MIT
+/*
+ * rbln_comm.c - collectives between MPI ranks, one NPU each
+ *
+ * MPI (Open MPI from Debian) never sees device memory, so every
+ * collective is staged: a chunk goes from the device to a pinned staging
+ * buffer by DMA (rbln_staging.c), through MPI into another staging buffer,
+ * and back to the device by DMA. The next chunk's DMA is queued before
+ * this chunk's MPI call, so the device copies while the network works.
+ *
+ * Reductions run on the NPU. Each chunk is all-gathered (all-reduce) or
+ * exchanged all-to-all (reduce-scatter), so every rank holds every rank's
+ * part of it; the parts go to a device buffer and EW_BINARY folds them in
+ * rank order, ((p0 op p1) op p2) ..., as the ISA rounds each step: every
+ * rank computes the same bits, and a CPU can reproduce them. This moves
+ * size times the data a ring would, for one fixed order and no host math.
+ *
+ * No rank may leave another waiting: before any data moves, every rank
+ * publishes what it was asked to do and whether its own arguments were
+ * good, and all fail alike when any rank's differ or were bad. A failure
+ * on one rank midway (a device error) keeps it in the remaining MPI calls
+ * with a scratch buffer, and a last exchange of statuses makes every rank
+ * fail.
+ */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "rbln/rbln_comm.h"
+#include "rbln_explain.h"
+#include "rbln_internal.h"
+#include "rbln_staging.h"
+
+#define COMM_MAGIC 0x72626c6e436f6d6dull	/* "rblnComm" */
+
+/* Tags on the communicator's own duplicate of the caller's: no other traffic uses it. */
+enum { TAG_META = 1, TAG_DATA = 2 };
+
+struct rbln_comm {
+	uint64_t magic;
+	MPI_Comm mpi;
+	int rank, size, device;
+	struct rbln_dev *dev;
+	pthread_mutex_t lock;	/* one collective at a time: ranks must agree on their order */
+};
+
+enum coll_kind { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, SEND, RECV, NKINDS };
+
+static const char *const kind_names[NKINDS] = {
+	"rbln_all_reduce", "rbln_all_gather", "rbln_reduce_scatter", "rbln_broadcast",
+	"rbln_send", "rbln_recv",
+};
+
+/* What explain() calls the host bounces and NPU folds of each. */
+static const char *const kind_ops[NKINDS] = {
+	"all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv",
+};
+
+static const char *const op_names[] = { "sum", "max", "min" };
+static const unsigned int op_subs[] = { RBLN_BINARY_ADD, RBLN_BINARY_MAX, RBLN_BINARY_MIN };
+static const char *const dtype_names[] = { "f32", "f16", "bf16", "i32", "i8" };
+
+/* What a rank was asked to do: every rank compares them before any data moves. */
+struct meta {
+	int32_t kind, op, dtype, root;
+	int64_t count;		/* elements of a rank's part */
+	int32_t status;		/* the rank's own arguments: RBLN_OK, or why not */
+	char error[108];	/* its message then */
+};
+
+/* One collective as this rank runs it. */
+struct coll {
+	rbln_comm *comm;
+	struct rbln_dev *d;
+	enum coll_kind kind;
+	rbln_redop op;
+	int root;		/* broadcast's root, send's and recv's peer */
+	rbln_tensor *in, *out;	/* broadcast, send, recv: the one tensor in both */
+	const void *site;
+	size_t esize;
+	int64_t n;		/* elements of a rank's part */
+	int64_t m;		/* elements of a part per chunk */
+	uint32_t in_bo, out_bo;
+	uint64_t in_va;		/* this rank's part of the input */
+	uint64_t out_va;	/* all_gather: the whole result; else where this rank's goes */
+	bool in_place;
+	struct rbln_block *fold;	/* reductions: two chunks of every rank's parts */
+	struct rbln_staging_span *spans;
+	char *scratch;		/* what MPI sends and receives after a local failure */
+	uint64_t last_in, last;	/* the last jobs reading the input, and of all */
+};
+
+static bool is_reduction(enum coll_kind kind)
+{
+	return kind == ALL_REDUCE || kind == REDUCE_SCATTER;
+}
+
+/* Does the chunk travel as a part from every rank (gathered, or all-to-all)? */
+static bool is_gathered(enum coll_kind kind)
+{
+	return kind == ALL_REDUCE || kind == ALL_GATHER || kind == REDUCE_SCATTER;
+}
+
+static rbln_status mpi_fail(const char *fn, const char *call, int err)
+{
+	char msg[MPI_MAX_ERROR_STRING];
+	int len = 0;
+
+	if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
+		snprintf(msg, sizeof(msg), "error %d", err);
+	return rbln_fail(RBLN_ERROR_DEVICE, "%s: %s failed: %s", fn, call, msg);
+}
+
+static bool comm_ok(const rbln_comm *comm, const char *fn)
+{
+	if (!comm) {
+		rbln_fail(RBLN_ERROR_INVALID, "%s: NULL communicator", fn);
+		return false;
+	}
+	if (comm->magic != COMM_MAGIC) {
+		rbln_fail(RBLN_ERROR_INVALID, "%s: not a live communicator (freed?)", fn);
+		return false;
+	}
+	return true;
+}
+
+/* Fills @m with @st and the calling thread's last error when @st failed. */
+static void meta_status(struct meta *m, rbln_status st)
+{
+	m->status = st;
+	if (st)
+		snprintf(m->error, sizeof(m->error), "%s", rbln_last_error());
+}
+
+/* Every rank's @mine, in rank order, in *@all (the caller frees it). */
+static rbln_status gather_meta(MPI_Comm mpi, int size, const struct meta *mine, struct meta **all,
+			       const char *fn)
+{
+	int err;
+
+	*all = calloc(size, sizeof(**all));
+	if (!*all)
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+	err = MPI_Allgather(mine, sizeof(*mine), MPI_BYTE, *all, sizeof(*mine), MPI_BYTE, mpi);
+	if (err != MPI_SUCCESS) {
+		free(*all);
+		*all = NULL;
+		return mpi_fail(fn, "MPI_Allgather", err);
+	}
+	return RBLN_OK;
+}
+
+rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
+{
+	const char *fn = "rbln_comm_init";
+	struct meta mine = { 0 }, *all = NULL;
+	int inited = 0, finalized = 0, rank, size, r, err;
+	rbln_status gathered;
+	struct rbln_ldev *l = NULL;
+	rbln_status st = RBLN_OK;
+	rbln_comm *c;
+
+	if (!out)
+		return rbln_fail(RBLN_ERROR_INVALID, "%s: NULL result pointer", fn);
+	*out = NULL;
+	MPI_Initialized(&inited);
+	MPI_Finalized(&finalized);
+	if (!inited || finalized)
+		return rbln_fail(RBLN_ERROR_INVALID, "%s: MPI is %s", fn,
+				 finalized ? "finalized" : "not initialized (MPI_Init first)");
+	if (mpi == MPI_COMM_NULL)
+		return rbln_fail(RBLN_ERROR_INVALID, "%s: MPI_COMM_NULL", fn);
+	MPI_Comm_rank(mpi, &rank);
+	MPI_Comm_size(mpi, &size);
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		st = rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+	if (!st) {
+		l = rbln_ldev_get(device);
+		st = l ? RBLN_OK : rbln_last_status();
+	}
+	if (!st && l->nmembers != 1)
+		st = rbln_fail(RBLN_ERROR_UNSUPPORTED,
+			       "%s: rbln:%d is a logical device of %d NPUs: a rank takes one NPU",
+			       fn, l->index, l->nmembers);
+	meta_status(&mine, st);
+	/* Every rank learns whether all can join before the collective MPI_Comm_dup. */
+	gathered = gather_meta(mpi, size, &mine, &all, fn);
+	if (!st)
+		st = gathered;
+	for (r = 0; r < size && !st; r++)
+		if (all[r].status)
+			st = rbln_fail(all[r].status, "%s: rank %d cannot join: %s", fn, r,
+				       all[r].error);
+	free(all);
+	if (!st) {
+		err = MPI_Comm_dup(mpi, &c->mpi);
+		if (err != MPI_SUCCESS)
+			st = mpi_fail(fn, "MPI_Comm_dup", err);
+	}
+	if (st) {
+		free(c);
+		return st;
+	}
+	/* Failures come back as codes, for rbln_last_error(), rather than aborting the job. */
+	MPI_Comm_set_errhandler(c->mpi, MPI_ERRORS_RETURN);
+	c->magic = COMM_MAGIC;
+	c->rank = rank;
+	c->size = size;
+	c->device = l->index;
+	c->dev = l->members[0];
+	pthread_mutex_init(&c->lock, NULL);
+	*out = c;
+	return RBLN_OK;
+}
+
+rbln_status rbln_comm_free(rbln_comm *comm)
+{
+	int finalized = 0, err = MPI_SUCCESS;
+
+	if (!comm)
+		return RBLN_OK;
+	if (!comm_ok(comm, "rbln_comm_free"))
+		return RBLN_ERROR_INVALID;
+	comm->magic = 0;
+	MPI_Finalized(&finalized);
+	if (!finalized)
+		err = MPI_Comm_free(&comm->mpi);
+	pthread_mutex_destroy(&comm->lock);
+	free(comm);
+	if (err != MPI_SUCCESS)
+		return mpi_fail("rbln_comm_free", "MPI_Comm_free", err);
+	return RBLN_OK;
+}
+
+int rbln_comm_rank(const rbln_comm *comm)
+{
+	return comm_ok(comm, "rbln_comm_rank") ? comm->rank : RBLN_ERROR_INVALID;
+}
+
+int rbln_comm_size(const rbln_comm *comm)
+{
+	return comm_ok(comm, "rbln_comm_size") ? comm->size : RBLN_ERROR_INVALID;
+}
+
+int rbln_comm_device(const rbln_comm *comm)
+{
+	return comm_ok(comm, "rbln_comm_device") ? comm->device : RBLN_ERROR_INVALID;
+}
+
+/* Is @t a live tensor on the communicator's device? @what names it. */
+static rbln_status check_tensor(const struct coll *k, rbln_tensor *t, const char *what)
+{
+	const char *fn = kind_names[k->kind];
+
+	if (!rbln_tensor_ok(t, fn))
+		return RBLN_ERROR_INVALID;
+	if (t->device != k->comm->device) {
+		if (t->device == RBLN_CPU)
+			return rbln_fail(RBLN_ERROR_INVALID,
+					 "%s: %s is a CPU tensor; the communicator's device is rbln:%d",
+					 fn, what, k->comm->device);
+		return rbln_fail(RBLN_ERROR_INVALID,
+				 "%s: %s is on rbln:%d; the communicator's device is rbln:%d", fn,
+				 what, t->device, k->comm->device);
+	}
+	return RBLN_OK;
+}
+
+/*
+ * This rank's arguments, checked: RBLN_OK with k->n set, or why not. The
+ * tensors are not touched until every rank agrees.
+ */
+static rbln_status check_args(struct coll *k)
+{
+	const char *fn = kind_names[k->kind];
+	int size = k->comm->size;
+	char what[64];
+	int64_t whole;
+	rbln_status st;
+
+	st = check_tensor(k, k->in, k->kind == ALL_REDUCE || k->kind == ALL_GATHER ||
+				    k->kind == REDUCE_SCATTER ? "the input" : "the tensor");
+	if (!st && k->out != k->in)
+		st = check_tensor(k, k->out, "the output");
+	if (st)
+		return st;
+	if (k->in->dtype != k->out->dtype)
+		return rbln_fail(RBLN_ERROR_INVALID, "%s: the input is %s, the output %s", fn,
+				 dtype_names[k->in->dtype], dtype_names[k->out->dtype]);
+	if (is_reduction(k->kind) && (k->op < RBLN_SUM || k->op > RBLN_MIN))
+		return rbln_fail(RBLN_ERROR_INVALID, "%s: unknown reduction %d (RBLN_SUM, RBLN_MAX, RBLN_MIN)",
+				 fn, (int)k->op);
+	if ((k->kind == BROADCAST || k->kind == SEND || k->kind == RECV) &&
+	    (k->root < 0 || k->root >= size))
+		return rbln_fail(RBLN_ERROR_INVALID, "%s: %s %d is not a rank (0 to %d)", fn,
+				 k->kind == BROADCAST ? "root" : "peer", k->root, size - 1);
+	if ((k->kind == SEND || k->kind == RECV) && k->root == k->comm->rank)
+		return rbln_fail(RBLN_ERROR_INVALID, "%s: peer %d is this rank", fn, k->root);
+
+	k->n = k->in->numel;
+	if (k->kind == ALL_GATHER || k->kind == REDUCE_SCATTER) {
+		/* The tensor of all parts, and the part. */
+		whole = k->kind == ALL_GATHER ? k->out->numel : k->in->numel;
+		k->n = k->kind == ALL_GATHER ? k->in->numel : k->out->numel;
+		if (k->in_place && whole % size)
+			return rbln_fail(RBLN_ERROR_INVALID,
+					 "%s: in place, %lld elements do not split into %d equal parts",
+					 fn, (long long)whole, size);
+		if (k->in_place)
+			k->n = whole / size;
+		else if (whole != k->n * size)
+			return rbln_fail(RBLN_ERROR_INVALID,
+					 "%s: the %s has %lld elements, not %d times the %s's %lld",
+					 fn, k->kind == ALL_GATHER ? "output" : "input", (long long)whole,
+					 size, k->kind == ALL_GATHER ? "input" : "output",
+					 (long long)k->n);
+	} else if (k->kind == ALL_REDUCE && k->out->numel != k->n) {
+		return rbln_fail(RBLN_ERROR_INVALID, "%s: the input has %lld elements, the output %lld",
+				 fn, (long long)k->n, (long long)k->out->numel);
+	}
+	snprintf(what, sizeof(what), "%s: a transfer through the host", fn);
+	return rbln_capture_refuse(k->comm->device, NULL, what);
+}
+
+/* "rbln_all_reduce(sum) of 12 f32 elements a rank" and the like. */
+static void describe(const struct meta *m, char *buf, size_t len)
+{
+	char what[48] = "";
+
+	if (m->kind == ALL_REDUCE || m->kind == REDUCE_SCATTER)
+		snprintf(what, sizeof(what), "(%s)", m->op >= 0 && m->op <= 2 ? op_names[m->op] : "?");
+	else if (m->kind == BROADCAST)
+		snprintf(what, sizeof(what), " from rank %d", m->root);
+	snprintf(buf, len, "%s%s of %lld %s elements",
+		 m->kind >= 0 && m->kind < NKINDS ? kind_names[m->kind] : "?", what,
+		 (long long)m->count, m->dtype >= 0 && m->dtype <= RBLN_I8 ? dtype_names[m->dtype] : "?");
+}
+
+static bool meta_same(const struct meta *a, const struct meta *b)
+{
+	return a->kind == b->kind && a->dtype == b->dtype && a->count == b->count &&
+	       (!is_reduction(a->kind) || a->op == b->op) &&
+	       (a->kind != BROADCAST || a->root == b->root);
+}
+
+/*
+ * Every rank's request and argument status, compared: RBLN_OK on every
+ * rank or a failure on every rank. @local: this rank's own check.
+ */
+static rbln_status agree(struct coll *k, rbln_status local)
+{
+	const char *fn = kind_names[k->kind];
+	struct meta mine = { .kind = k->kind, .op = k->op, .root = k->root }, *all, theirs;
+	char a[128], b[128];
+	rbln_status st;
+	int r, err;
+
+	if (!local) {
+		mine.dtype = k->in->dtype;
+		mine.count = k->n;
+	}
+	meta_status(&mine, local);
+	if (k->kind == SEND || k->kind == RECV) {
+		/* A peer that is no rank has no one to tell. */
+		if (k->root < 0 || k->root >= k->comm->size || k->root == k->comm->rank)
+			return local;
+		err = MPI_Sendrecv(&mine, sizeof(mine), MPI_BYTE, k->root, TAG_META, &theirs,
+				   sizeof(theirs), MPI_BYTE, k->root, TAG_META, k->comm->mpi,
+				   MPI_STATUS_IGNORE);
+		if (err != MPI_SUCCESS)
+			return local ? local : mpi_fail(fn, "MPI_Sendrecv", err);
+		if (local)
+			return local;
+		if (theirs.status)
+			return rbln_fail(theirs.status, "%s: peer %d cannot take part: %s", fn,
+					 k->root, theirs.error);
+		if (theirs.kind != (k->kind == SEND ? RECV : SEND) || theirs.dtype != mine.dtype ||
+		    theirs.count != mine.count) {
+			describe(&mine, a, sizeof(a));
+			describe(&theirs, b, sizeof(b));
+			return rbln_fail(RBLN_ERROR_INVALID, "%s: this rank calls %s, peer %d %s",
+					 fn, a, k->root, b);
+		}
+		return RBLN_OK;
+	}
+	st = gather_meta(k->comm->mpi, k->comm->size, &mine, &all, fn);
+	if (st)
+		return local ? local : st;
+	for (r = 0; r < k->comm->size && !st; r++) {
+		if (!all[r].status)
+			continue;
+		st = local ? local :
+		     rbln_fail(all[r].status, "%s: rank %d cannot take part: %s", fn, r, all[r].error);
+	}
+	/* Against rank 0's, so that every rank finds the same mismatch. */
+	for (r = 1; r < k->comm->size && !st; r++) {
+		if (meta_same(&all[0], &all[r]))
+			continue;
+		describe(&all[0], a, sizeof(a));
+		describe(&all[r], b, sizeof(b));
+		st = rbln_fail(RBLN_ERROR_INVALID, "%s: ranks disagree: rank 0 calls %s, rank %d %s",
+			       fn, a, r, b);
+	}
+	free(all);
+	return st;
+}
+
+/*
+ * After the data: every rank learns whether another failed midway, and
+ * then fails too (the result is not valid anywhere).
+ */
+static rbln_status settle(struct coll *k, rbln_status st)
+{
+	const char *fn = kind_names[k->kind];
+	int mine[2] = { st, k->comm->rank }, worst[2] = { 0, 0 }, err;
+
+	if (k->kind == SEND || k->kind == RECV) {
+		err = MPI_Sendrecv(mine, 1, MPI_2INT, k->root, TAG_META, worst, 1, MPI_2INT,
+				   k->root, TAG_META, k->comm->mpi, MPI_STATUS_IGNORE);
+		if (worst[0] > mine[0])
+			worst[0] = mine[0], worst[1] = mine[1];
+	} else {
+		err = MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MINLOC, k->comm->mpi);
+	}
+	if (st)
+		return st;
+	if (err != MPI_SUCCESS)
+		return mpi_fail(fn, k->kind == SEND || k->kind == RECV ? "MPI_Sendrecv" :
+				"MPI_Allreduce", err);
+	if (worst[0])
+		return rbln_fail(worst[0], "%s: rank %d failed midway: the result is not valid",
+				 fn, worst[1]);
+	return RBLN_OK;
+}
+
+static void bounce(struct coll *k, bool to_host, uint64_t bytes)
+{
+	if (bytes && rbln_explain_active())
+		rbln_explain_bounce(kind_ops[k->kind], to_host, bytes, k->site);
+}
+
+static void release(struct coll *k, struct rbln_host_buf **b, uint64_t point)
+{
+	if (!*b)
+		return;
+	pthread_mutex_lock(&k->d->lock);
+	rbln_host_buf_release(k->d, *b, point);
+	pthread_mutex_unlock(&k->d->lock);
+	*b = NULL;
+}
+
+/*
+ * Chunk @c0 (@mc elements of a part) from the device into a new staging
+ * buffer *@s, by a job at *@point (0: none, this rank sends nothing).
+ */
+static rbln_status fetch(struct coll *k, int64_t c0, int64_t mc, struct rbln_host_buf **s,
+			 uint64_t *point)
+{
+	size_t bytes = mc * k->esize;
+	rbln_status st;
+	int r, nspans = 0;
+
+	*point = 0;
+	st = rbln_staging_get(k->d, s);
+	if (st)
+		return st;
+	if (k->kind == REDUCE_SCATTER) {
+		/* Part r of the input goes to rank r. */
+		for (r = 0; r < k->comm->size; r++)
+			k->spans[nspans++] = (struct rbln_staging_span){
+				.bo = k->in_bo, .va = k->in_va + (r * k->n + c0) * k->esize,
+				.at = r * bytes, .bytes = bytes };
+	} else if (k->kind != RECV && (k->kind != BROADCAST || k->comm->rank == k->root)) {
+		k->spans[nspans++] = (struct rbln_staging_span){
+			.bo = k->in_bo, .va = k->in_va + c0 * k->esize, .at = 0, .bytes = bytes };
+	}
+	if (!nspans)
+		return RBLN_OK;
+	st = rbln_staging_dma(k->d, *s, k->spans, nspans, false, point);
+	if (st) {
+		release(k, s, 0);
+		return st;
+	}
+	k->last_in = k->last = *point;
+	bounce(k, true, nspans * bytes);
+	return RBLN_OK;
+}
+
+/* Chunk @c0 (@mc elements a part) through MPI: from @s to @g (the same for broadcast and recv). */
+static rbln_status exchange(struct coll *k, void *s, void *g, int64_t mc)
+{
+	const char *fn = kind_names[k->kind];
+	int bytes = mc * k->esize, err;
+	MPI_Comm mpi = k->comm->mpi;
+
+	switch (k->kind) {
+	case ALL_REDUCE:
+	case ALL_GATHER:
+		err = MPI_Allgather(s, bytes, MPI_BYTE, g, bytes, MPI_BYTE, mpi);
+		return err ? mpi_fail(fn, "MPI_Allgather", err) : RBLN_OK;
+	case REDUCE_SCATTER:
+		err = MPI_Alltoall(s, bytes, MPI_BYTE, g, bytes, MPI_BYTE, mpi);
+		return err ? mpi_fail(fn, "MPI_Alltoall", err) : RBLN_OK;
+	case BROADCAST:
+		err = MPI_Bcast(s, bytes, MPI_BYTE, k->root, mpi);
+		return err ? mpi_fail(fn, "MPI_Bcast", err) : RBLN_OK;
+	case SEND:
+		err = MPI_Send(s, bytes, MPI_BYTE, k->root, TAG_DATA, mpi);
+		return err ? mpi_fail(fn, "MPI_Send", err) : RBLN_OK;
+	default:
+		err = MPI_Recv(s, bytes, MPI_BYTE, k->root, TAG_DATA, mpi, MPI_STATUS_IGNORE);
+		return err ? mpi_fail(fn, "MPI_Recv", err) : RBLN_OK;
+	}
+}
+
+/*
+ * Chunk @c0's parts, received in staging buffer @g, to the device: into
+ * the result (all_gather, broadcast, recv), or to the fold buffer's @slot
+ * and folded into the result on the NPU. @g goes back once read.
+ */
+static rbln_status store(struct coll *k, int slot, int64_t c0, int64_t mc,
+			 struct rbln_host_buf **g)
+{
+	size_t bytes = mc * k->esize;
+	int size = k->comm->size, r, nspans = 0;
+	uint64_t point = 0, dst = k->out_va + c0 * k->esize, part, fold = 0;
+	uint32_t bos[2];
+	rbln_status st;
+
+	if (k->kind == ALL_GATHER) {
+		for (r = 0; r < size; r++)
+			if (!k->in_place || r != k->comm->rank)
+				k->spans[nspans++] = (struct rbln_staging_span){
+					.bo = k->out_bo, .va = k->out_va + (r * k->n + c0) * k->esize,
+					.at = r * bytes, .bytes = bytes };
+	} else if (is_reduction(k->kind) && size > 1) {
+		fold = rbln_block_va(k->fold) + (uint64_t)slot * size * k->m * k->esize;
+		k->spans[nspans++] = (struct rbln_staging_span){
+			.bo = rbln_block_handle(k->fold), .va = fold, .at = 0, .bytes = size * bytes };
+	} else if (k->kind != SEND && (k->kind != BROADCAST || k->comm->rank != k->root)) {
+		k->spans[nspans++] = (struct rbln_staging_span){
+			.bo = k->out_bo, .va = dst, .at = 0, .bytes = bytes };
+	}
+	st = nspans ? rbln_staging_dma(k->d, *g, k->spans, nspans, true, &point) : RBLN_OK;
+	release(k, g, st ? 0 : point);
+	if (st)
+		return st;
+	if (nspans) {
+		k->last = point;
+		bounce(k, false, k->spans[0].bytes * nspans);
+	}
+	if (!is_reduction(k->kind) || size == 1)
+		return RBLN_OK;
+
+	bos[0] = k->out_bo;
+	bos[1] = rbln_block_handle(k->fold);
+	for (r = 1; r < size && !st; r++) {
+		part = fold + r * bytes;
+		st = rbln_ew_binary(k->d, op_subs[k->op], k->in->dtype, mc, dst,
+				    r == 1 ? fold : dst, part, bos, 2, kind_ops[k->kind], k->site,
+				    &point);
+		if (!st)
+			k->last = point;
+	}
+	return st;
+}
+
+/* Where MPI reads and writes once this rank has failed: it still takes part, with garbage. */
+static bool scratch(struct coll *k)
+{
+	if (!k->scratch)
+		k->scratch = calloc(2, RBLN_STAGING_CHUNK);
+	return k->scratch != NULL;
+}
+
+/* The chunks, each fetched while the one before is in MPI's hands. */
+static rbln_status run(struct coll *k)
+{
+	struct rbln_host_buf *s[2] = { NULL, NULL }, *g = NULL;
+	int64_t chunks = (k->n + k->m - 1) / k->m, c, c0, mc;
+	uint64_t fetched[2] = { 0, 0 };
+	rbln_status st = RBLN_OK, mpi = RBLN_OK;
+	int cur;
+
+	if (chunks)
+		st = fetch(k, 0, k->n < k->m ? k->n : k->m, &s[0], &fetched[0]);
+	for (c = 0; c < chunks && !mpi; c++) {
+		cur = c % 2;
+		c0 = c * k->m;
+		mc = k->n - c0 < k->m ? k->n - c0 : k->m;
+		if (!st && c + 1 < chunks)
+			st = fetch(k, c0 + k->m, k->n - c0 - k->m < k->m ? k->n - c0 - k->m : k->m,
+				   &s[!cur], &fetched[!cur]);
+		if (!st)
+			st = rbln_wait_point(k->d, fetched[cur]);
+		if (!st && is_gathered(k->kind))
+			st = rbln_staging_get(k->d, &g);
+		if (st && !scratch(k)) {
+			mpi = st;	/* cannot even take part */
+			break;
+		}
+		if (st)
+			mpi = exchange(k, k->scratch, k->scratch + RBLN_STAGING_CHUNK, mc);
+		else
+			mpi = exchange(k, s[cur]->cpu, g ? g->cpu : s[cur]->cpu, mc);
+		if (!st && !mpi)
+			st = store(k, cur, c0, mc, g ? &g : &s[cur]);
+		release(k, &g, 0);
+		release(k, &s[cur], fetched[cur]);
+	}
+	release(k, &s[0], fetched[0]);
+	release(k, &s[1], fetched[1]);
+	free(k->scratch);
+	k->scratch = NULL;
+	return st ? st : mpi;
+}
+
+/* Device addresses of the tensors, and the fold buffer of a reduction. */
+static rbln_status prepare(struct coll *k)
+{
+	int size = k->comm->size;
+	rbln_status st;
+	char msg[256];
+	int ret;
+
+	st = rbln_tensor_ensure_device(k->in);
+	if (!st && k->out != k->in)
+		st = rbln_tensor_ensure_device(k->out);
+	if (st || !k->n)
+		return st;
+	k->in_bo = rbln_block_handle(k->in->shards[0].block);
+	k->in_va = rbln_block_va(k->in->shards[0].block);
+	k->out_bo = rbln_block_handle(k->out->shards[0].block);
+	k->out_va = rbln_block_va(k->out->shards[0].block);
+	if (k->in_place && k->kind == ALL_GATHER)
+		k->in_va += k->comm->rank * k->n * k->esize;
+	if (k->in_place && k->kind == REDUCE_SCATTER)
+		k->out_va += k->comm->rank * k->n * k->esize;
+	k->spans = calloc(size, sizeof(*k->spans));
+	if (!k->spans)
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory",
+				 kind_names[k->kind]);
+	if (!is_reduction(k->kind) || size == 1)
+		return RBLN_OK;
+	ret = rbln_allocator_alloc(k->d->alloc, 2 * (uint64_t)size * k->m * k->esize, 0, &k->fold,
+				   msg, sizeof(msg));
+	if (ret)
+		return rbln_fail(rbln_errno_status(ret), "%s: rbln:%d: %s", kind_names[k->kind],
+				 k->comm->device, msg);
+	return RBLN_OK;
+}
+
+static rbln_status collective(struct coll *k)
+{
+	rbln_comm *comm = k->comm;
+	rbln_status st;
+
+	if (!comm_ok(comm, kind_names[k->kind]))
+		return RBLN_ERROR_INVALID;
+	k->d = comm->dev;
+	pthread_mutex_lock(&comm->lock);
+	st = check_args(k);
+	if (!st) {
+		k->esize = rbln_dtype_size(k->in->dtype);
+		/* A gathered chunk holds every rank's part in one staging buffer. */
+		k->m = RBLN_STAGING_CHUNK / k->esize / (is_gathered(k->kind) ? comm->size : 1);
+		if (k->n && k->m > k->n)
+			k->m = k->n;
+		if (!k->m)
+			st = rbln_fail(RBLN_ERROR_UNSUPPORTED, "%s: %d ranks: a chunk holds %u bytes",
+				       kind_names[k->kind], comm->size, RBLN_STAGING_CHUNK);
+	}
+	if (!st)
+		st = prepare(k);
+	st = agree(k, st);
+	if (!st) {
+		st = settle(k, run(k));
+		rbln_shard_used(&k->in->shards[0], k->last_in);
+		rbln_shard_used(&k->out->shards[0], k->last);
+	}
+	if (k->fold)
+		rbln_allocator_free(k->d->alloc, k->fold, k->last, 0);
+	free(k->spans);
+	pthread_mutex_unlock(&comm->lock);
+	return st;
+}
+
+rbln_status rbln_all_reduce(rbln_tensor *in, rbln_tensor *out, rbln_redop op, rbln_comm *comm)
+{
+	struct coll k = { .comm = comm, .kind = ALL_REDUCE, .op = op, .in = in, .out = out,
+			  .in_place = in == out, .site = RBLN_CALLER() };
+
+	return collective(&k);
+}
+
+rbln_status rbln_all_gather(rbln_tensor *in, rbln_tensor *out, rbln_comm *comm)
+{
+	struct coll k = { .comm = comm, .kind = ALL_GATHER, .in = in, .out = out,
+			  .in_place = in == out, .site = RBLN_CALLER() };
+
+	return collective(&k);
+}
+
+rbln_status rbln_reduce_scatter(rbln_tensor *in, rbln_tensor *out, rbln_redop op,
+				rbln_comm *comm)
+{
+	struct coll k = { .comm = comm, .kind = REDUCE_SCATTER, .op = op, .in = in, .out = out,
+			  .in_place = in == out, .site = RBLN_CALLER() };
+
+	return collective(&k);
+}
+
+rbln_status rbln_broadcast(rbln_tensor *t, int root, rbln_comm *comm)
+{
+	struct coll k = { .comm = comm, .kind = BROADCAST, .root = root, .in = t, .out = t,
+			  .site = RBLN_CALLER() };
+
+	return collective(&k);
+}
+
+rbln_status rbln_send(rbln_tensor *t, int peer, rbln_comm *comm)
+{
+	struct coll k = { .comm = comm, .kind = SEND, .root = peer, .in = t, .out = t,
+			  .site = RBLN_CALLER() };
+
+	return collective(&k);
+}
+
+rbln_status rbln_recv(rbln_tensor *t, int peer, rbln_comm *comm)
+{
+	struct coll k = { .comm = comm, .kind = RECV, .root = peer, .in = t, .out = t,
+			  .site = RBLN_CALLER() };
+
+	return collective(&k);
+}

@@ -1,0 +1,692 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * test_comm - librbln's collectives between MPI ranks, one NPU each:
+ * every collective and dtype, bit for bit against tests/common/rbln_ref.h
+ * folded in rank order, and every rejection on every rank
+ *
+ * Run in the VM with emu_devices=4 under mpirun -np 4. MPI rules out
+ * kselftest's fork per test, so the cases run in turn in each rank; a
+ * case passes when it passes on every rank, and rank 0 prints the TAP.
+ * Other ranks say why they failed on stderr.
+ */
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include <rbln/rbln.h>
+#include <rbln/rbln_comm.h>
+
+#include "rbln_ref.h"
+
+static const rbln_dtype dtypes[] = { RBLN_F32, RBLN_F16, RBLN_BF16, RBLN_I32, RBLN_I8 };
+#define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
+static const char *const dtype_names[] = { "f32", "f16", "bf16", "i32", "i8" };
+
+static const rbln_redop redops[] = { RBLN_SUM, RBLN_MAX, RBLN_MIN };
+static const uint32_t redop_isa[] = { RBLN_BINARY_ADD, RBLN_BINARY_MAX, RBLN_BINARY_MIN };
+static const char *const redop_names[] = { "sum", "max", "min" };
+
+static int rank, nranks, device;
+static rbln_comm *comm;
+
+/* Element counts of a rank's part: empty, one, odd and not a multiple of the ranks. */
+static const int64_t sizes[] = { 0, 1, 7, 1001 };
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+/*
+ * Two chunks of a collective that gathers every rank's part of a chunk
+ * in a 2 MiB staging buffer: a chunk and three elements. Under TCG a
+ * million elements cost some 4 s (the NPU's folds and the reference's),
+ * so max and min fold this many for one dtype only.
+ */
+static int64_t two_chunks(rbln_dtype dt)
+{
+	return (2 << 20) / nranks / rbln_dtype_size(dt) + 3;
+}
+
+/* Fails the current case on this rank, saying why on stderr. */
+static bool fail_(int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "# rank %d, line %d: ", rank, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (last error: %s)\n", rbln_last_error());
+	return false;
+}
+#define FAIL(...) fail_(__LINE__, __VA_ARGS__)
+#define CHECK(cond) do { if (!(cond)) return FAIL("%s", #cond); } while (0)
+
+/*
+ * Element @i of rank @r's input @salt, of dtype @dt: raw bits now and
+ * then (NaNs, infinities, extremes), mostly values of a few bits'
+ * precision, so sums round.
+ */
+static uint32_t gen(rbln_dtype dt, int r, int64_t i, uint32_t salt)
+{
+	uint64_t h = ((uint64_t)salt << 40) ^ ((uint64_t)r << 32) ^ (uint64_t)i;
+	uint64_t v;
+
+	h += 0x9e3779b97f4a7c15ull;
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	h ^= h >> 31;
+	if (!ref_is_float(dt))
+		return (uint32_t)ref_wrap(dt, h >> 16);
+	if (!(h & 15))
+		return dt == RBLN_F32 ? (uint32_t)(h >> 16) : (uint16_t)(h >> 16);
+	v = ref_enc(dt, (double)(int32_t)(h >> 32) / (1 << 20));
+	return (uint32_t)v;
+}
+
+/* A tensor of @n elements on this rank's device holding rank @r's input @salt. */
+static rbln_tensor *input(rbln_dtype dt, int r, int64_t n, uint32_t salt)
+{
+	size_t esize = rbln_dtype_size(dt);
+	char *p = malloc(n * esize + 1);
+	rbln_tensor *t;
+	int64_t i;
+
+	for (i = 0; i < n; i++)
+		ref_put(dt, p, i, gen(dt, r, i, salt));
+	t = rbln_tensor_from_data(p, &n, 1, dt, device);
+	free(p);
+	if (t && rbln_tensor_materialize(t)) {
+		rbln_tensor_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+/* An output of @n elements, in device memory, filled with a value no result has. */
+static rbln_tensor *output(rbln_dtype dt, int64_t n)
+{
+	rbln_tensor *t = rbln_tensor_full(&n, 1, dt, 3, device);
+
+	if (t && rbln_tensor_materialize(t)) {
+		rbln_tensor_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+/* The tensor's bytes, read back (the caller frees them). */
+static void *data_of(rbln_tensor *t)
+{
+	size_t n = rbln_tensor_nbytes(t);
+	void *p = malloc(n ? n : 1);
+
+	if (p && rbln_tensor_read(t, p, n) != RBLN_OK) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* @op over every rank's element @i of input @salt, in rank order. */
+static uint64_t folded(uint32_t op, rbln_dtype dt, int64_t i, uint32_t salt)
+{
+	uint64_t acc = gen(dt, 0, i, salt);
+	int r;
+
+	for (r = 1; r < nranks; r++)
+		acc = acc == REF_ANY_QNAN ? REF_ANY_QNAN :
+		      ref_binary(op, dt, (uint32_t)acc, gen(dt, r, i, salt));
+	return acc;
+}
+
+/* Do @n elements of @got, from element @at of the reference @ref(k), match? */
+#define MATCH(got, dt, n, exp_of) ({ \
+	int64_t _k; bool _ok = true; \
+	for (_k = 0; _k < (n) && _ok; _k++) { \
+		uint64_t _e = (exp_of); \
+		if (!ref_match(dt, ref_get(dt, got, _k), _e)) \
+			_ok = FAIL("%s element %lld: got 0x%x, expected 0x%llx", \
+				   dtype_names[dt], (long long)_k, ref_get(dt, got, _k), \
+				   (unsigned long long)_e); \
+	} \
+	_ok; })
+
+static bool all_reduce_case(rbln_redop op, rbln_dtype dt, int64_t n, bool in_place, uint32_t salt)
+{
+	rbln_tensor *in = input(dt, rank, n, salt), *out = in_place ? in : output(dt, n);
+	rbln_status st;
+	bool ok;
+	void *got;
+
+	CHECK(in && out);
+	st = rbln_all_reduce(in, out, op, comm);
+	if (st)
+		return FAIL("rbln_all_reduce(%s, %s, %lld): %s", redop_names[op], dtype_names[dt],
+			    (long long)n, rbln_status_name(st));
+	got = data_of(out);
+	CHECK(got);
+	ok = MATCH(got, dt, n, folded(redop_isa[op], dt, _k, salt));
+	free(got);
+	if (!in_place)
+		rbln_tensor_free(out);
+	rbln_tensor_free(in);
+	return ok;
+}
+
+static bool test_all_reduce(void)
+{
+	bool ok = true;
+	size_t o, d, s;
+
+	for (o = 0; o < 3; o++)
+		for (d = 0; d < NDTYPES; d++) {
+			for (s = 0; s < NSIZES; s++)
+				ok &= all_reduce_case(redops[o], dtypes[d], sizes[s], false, 1 + s);
+			if (redops[o] == RBLN_SUM)
+				ok &= all_reduce_case(redops[o], dtypes[d], two_chunks(dtypes[d]),
+						      false, 9);
+		}
+	return ok;
+}
+
+static bool test_all_reduce_in_place(void)
+{
+	bool ok = true;
+	size_t o, d;
+
+	for (o = 0; o < 3; o++)
+		for (d = 0; d < NDTYPES; d++)
+			ok &= all_reduce_case(redops[o], dtypes[d], 1001, true, 11);
+	ok &= all_reduce_case(RBLN_MAX, RBLN_I8, two_chunks(RBLN_I8), true, 11);
+	return ok;
+}
+
+/* 16 MiB of f32 a rank: 32 chunks of every rank's parts through the pipeline. */
+static bool test_all_reduce_large(void)
+{
+	return all_reduce_case(RBLN_SUM, RBLN_F32, 4 << 20, false, 12);
+}
+
+static bool all_gather_case(rbln_dtype dt, int64_t n, bool in_place, uint32_t salt)
+{
+	size_t esize = rbln_dtype_size(dt);
+	rbln_tensor *in, *out;
+	rbln_status st;
+	void *got;
+	bool ok;
+	int r;
+
+	out = output(dt, n * nranks);
+	in = input(dt, rank, n, salt);
+	CHECK(in && out);
+	if (in_place) {
+		/* This rank's part at its place in the output, the rest stale. */
+		void *mine = data_of(in);
+
+		CHECK(mine);
+		st = rbln_tensor_write(out, rank * n * esize, mine, n * esize);
+		free(mine);
+		CHECK(st == RBLN_OK);
+	}
+	st = rbln_all_gather(in_place ? out : in, out, comm);
+	if (st)
+		return FAIL("rbln_all_gather(%s, %lld): %s", dtype_names[dt], (long long)n,
+			    rbln_status_name(st));
+	got = data_of(out);
+	CHECK(got);
+	ok = true;
+	for (r = 0; r < nranks && ok; r++)
+		ok = MATCH((char *)got + r * n * esize, dt, n, gen(dt, r, _k, salt));
+	free(got);
+	rbln_tensor_free(out);
+	rbln_tensor_free(in);
+	return ok;
+}
+
+static bool test_all_gather(void)
+{
+	bool ok = true;
+	size_t d, s;
+
+	for (d = 0; d < NDTYPES; d++) {
+		for (s = 0; s < NSIZES; s++)
+			ok &= all_gather_case(dtypes[d], sizes[s], false, 20 + s);
+		ok &= all_gather_case(dtypes[d], two_chunks(dtypes[d]), false, 28);
+		ok &= all_gather_case(dtypes[d], 1001, true, 29);
+	}
+	return ok;
+}
+
+static bool reduce_scatter_case(rbln_redop op, rbln_dtype dt, int64_t n, bool in_place,
+				uint32_t salt)
+{
+	size_t esize = rbln_dtype_size(dt);
+	rbln_tensor *in = input(dt, rank, n * nranks, salt);
+	rbln_tensor *out = in_place ? in : output(dt, n);
+	rbln_status st;
+	void *got;
+	bool ok;
+
+	CHECK(in && out);
+	st = rbln_reduce_scatter(in, out, op, comm);
+	if (st)
+		return FAIL("rbln_reduce_scatter(%s, %s, %lld): %s", redop_names[op],
+			    dtype_names[dt], (long long)n, rbln_status_name(st));
+	got = data_of(out);
+	CHECK(got);
+	ok = MATCH((char *)got + (in_place ? rank * n * esize : 0), dt, n,
+		   folded(redop_isa[op], dt, rank * n + _k, salt));
+	free(got);
+	if (!in_place)
+		rbln_tensor_free(out);
+	rbln_tensor_free(in);
+	return ok;
+}
+
+static bool test_reduce_scatter(void)
+{
+	bool ok = true;
+	size_t o, d, s;
+
+	for (o = 0; o < 3; o++)
+		for (d = 0; d < NDTYPES; d++) {
+			for (s = 0; s < NSIZES; s++)
+				ok &= reduce_scatter_case(redops[o], dtypes[d], sizes[s], false,
+							  30 + s);
+			if (redops[o] == RBLN_SUM || dtypes[d] == RBLN_F16)
+				ok &= reduce_scatter_case(redops[o], dtypes[d],
+							  two_chunks(dtypes[d]), false, 38);
+			ok &= reduce_scatter_case(redops[o], dtypes[d], 1001, true, 39);
+		}
+	return ok;
+}
+
+static bool broadcast_case(rbln_dtype dt, int64_t n, int root, uint32_t salt)
+{
+	rbln_tensor *t = input(dt, rank, n, salt);
+	rbln_status st;
+	void *got;
+	bool ok;
+
+	CHECK(t);
+	st = rbln_broadcast(t, root, comm);
+	if (st)
+		return FAIL("rbln_broadcast(%s, %lld, root %d): %s", dtype_names[dt],
+			    (long long)n, root, rbln_status_name(st));
+	got = data_of(t);
+	CHECK(got);
+	ok = MATCH(got, dt, n, gen(dt, root, _k, salt));
+	free(got);
+	rbln_tensor_free(t);
+	return ok;
+}
+
+static bool test_broadcast(void)
+{
+	bool ok = true;
+	size_t d, s;
+
+	for (d = 0; d < NDTYPES; d++)
+		for (s = 0; s < NSIZES; s++)
+			ok &= broadcast_case(dtypes[d], sizes[s], (int)(s + d) % nranks, 40 + s);
+	/* More than one chunk of the largest dtype: 2 MiB a chunk. */
+	ok &= broadcast_case(RBLN_F32, 1300001, nranks - 1, 49);
+	return ok;
+}
+
+/* Even ranks send to the next one, then the other way round. */
+static bool send_recv_case(rbln_dtype dt, int64_t n, uint32_t salt)
+{
+	int peer = rank ^ 1, round;
+	rbln_tensor *t;
+	rbln_status st;
+	void *got;
+	bool ok = true;
+
+	if (peer >= nranks)
+		return true;
+	for (round = 0; round < 2 && ok; round++) {
+		bool sends = (rank & 1) == round;
+
+		t = sends ? input(dt, rank, n, salt) : output(dt, n);
+		CHECK(t);
+		st = sends ? rbln_send(t, peer, comm) : rbln_recv(t, peer, comm);
+		if (st)
+			return FAIL("%s(%s, %lld): %s", sends ? "rbln_send" : "rbln_recv",
+				    dtype_names[dt], (long long)n, rbln_status_name(st));
+		if (!sends) {
+			got = data_of(t);
+			CHECK(got);
+			ok = MATCH(got, dt, n, gen(dt, peer, _k, salt));
+			free(got);
+		}
+		rbln_tensor_free(t);
+	}
+	return ok;
+}
+
+static bool test_send_recv(void)
+{
+	bool ok = true;
+	size_t d, s;
+
+	for (d = 0; d < NDTYPES; d++)
+		for (s = 0; s < NSIZES; s++)
+			ok &= send_recv_case(dtypes[d], sizes[s], 50 + s);
+	ok &= send_recv_case(RBLN_I8, 5000001, 59);
+	return ok;
+}
+
+/* Does the last error contain @text? */
+static bool error_has(const char *text)
+{
+	if (strstr(rbln_last_error(), text))
+		return true;
+	return FAIL("the error does not say \"%s\"", text);
+}
+
+/* @st is @want, with a message saying @text on the rank at fault and @others elsewhere. */
+static bool rejected(rbln_status st, rbln_status want, bool at_fault, const char *text,
+		     const char *others)
+{
+	if (st != want)
+		return FAIL("status %s, expected %s", rbln_status_name(st), rbln_status_name(want));
+	return error_has(at_fault ? text : others);
+}
+
+static bool test_mismatched_dtype(void)
+{
+	rbln_dtype dt = rank == 1 ? RBLN_I32 : RBLN_F32;
+	rbln_tensor *a = input(dt, rank, 100, 60), *b = output(dt, 100);
+	bool ok;
+
+	CHECK(a && b);
+	ok = rejected(rbln_all_reduce(a, b, RBLN_SUM, comm), RBLN_ERROR_INVALID, true,
+		      "ranks disagree: rank 0 calls rbln_all_reduce(sum) of 100 f32 elements, rank 1 rbln_all_reduce(sum) of 100 i32 elements",
+		      NULL);
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	return ok;
+}
+
+static bool test_mismatched_size(void)
+{
+	int64_t n = rank == nranks - 1 ? 101 : 100;
+	rbln_tensor *a = input(RBLN_BF16, rank, n, 61);
+	char text[160];
+	bool ok;
+
+	CHECK(a);
+	snprintf(text, sizeof(text), "rank %d rbln_broadcast from rank 0 of 101 bf16 elements",
+		 nranks - 1);
+	ok = rejected(rbln_broadcast(a, 0, comm), RBLN_ERROR_INVALID, true, text, NULL);
+	rbln_tensor_free(a);
+	return ok;
+}
+
+static bool test_mismatched_op_and_collective(void)
+{
+	rbln_tensor *a = input(RBLN_I8, rank, 64, 62), *b = output(RBLN_I8, 64 * nranks);
+	rbln_status st;
+	void *got;
+	bool ok;
+
+	CHECK(a && b);
+	st = rbln_all_reduce(a, a, rank == 2 ? RBLN_MAX : RBLN_SUM, comm);
+	ok = rejected(st, RBLN_ERROR_INVALID, true, "rank 2 rbln_all_reduce(max) of 64 i8", NULL);
+	st = rank == 3 ? rbln_all_gather(a, b, comm) : rbln_all_reduce(a, a, RBLN_MIN, comm);
+	ok &= rejected(st, RBLN_ERROR_INVALID, true, "rank 3 rbln_all_gather of 64 i8", NULL);
+	/* Neither changed anything. */
+	got = data_of(a);
+	CHECK(got);
+	ok &= MATCH(got, RBLN_I8, 64, gen(RBLN_I8, rank, _k, 62));
+	free(got);
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	return ok;
+}
+
+/* A bad argument on one rank fails it, and the others with its message. */
+static bool test_bad_argument_on_one_rank(void)
+{
+	rbln_tensor *a = input(RBLN_F16, rank, 10, 63), *a12 = input(RBLN_F16, rank, 12, 63);
+	rbln_tensor *cpu, *other;
+	int64_t n = 10;
+	rbln_status st;
+	bool ok;
+
+	CHECK(a && a12);
+	st = rbln_all_reduce(rank == 2 ? NULL : a, a, RBLN_SUM, comm);
+	ok = rejected(st, RBLN_ERROR_INVALID, rank == 2, "rbln_all_reduce: NULL tensor",
+		      "rank 2 cannot take part: rbln_all_reduce: NULL tensor");
+
+	cpu = rbln_tensor_zeros(&n, 1, RBLN_F16, RBLN_CPU);
+	other = rbln_tensor_zeros(&n, 1, RBLN_F16, (device + 1) % rbln_device_count());
+	CHECK(cpu && other);
+	st = rbln_all_gather(a12, rank == 1 ? cpu : a12, comm);
+	ok &= rejected(st, RBLN_ERROR_INVALID, rank == 1, "the output is a CPU tensor",
+		       "rank 1 cannot take part: rbln_all_gather: the output is a CPU tensor");
+	st = rbln_broadcast(rank == 0 ? other : a, 1, comm);
+	ok &= rejected(st, RBLN_ERROR_INVALID, rank == 0, "the communicator's device is rbln:",
+		       "rank 0 cannot take part: rbln_broadcast: the tensor is on rbln:");
+	st = rbln_reduce_scatter(a12, a12, rank == 3 ? (rbln_redop)7 : RBLN_SUM, comm);
+	ok &= rejected(st, RBLN_ERROR_INVALID, rank == 3, "unknown reduction 7",
+		       "rank 3 cannot take part");
+	rbln_tensor_free(a12);
+	rbln_tensor_free(other);
+	rbln_tensor_free(cpu);
+	rbln_tensor_free(a);
+	return ok;
+}
+
+static bool test_bad_arguments_everywhere(void)
+{
+	rbln_tensor *a = input(RBLN_I32, rank, 12, 64), *b = output(RBLN_I32, 5);
+	rbln_tensor *c = output(RBLN_I32, 12 * nranks), *f = output(RBLN_F32, 12);
+	bool ok;
+
+	CHECK(a && b && c && f);
+	ok = rejected(rbln_broadcast(a, nranks, comm), RBLN_ERROR_INVALID, true,
+		      "root 4 is not a rank (0 to 3)", NULL);
+	ok &= rejected(rbln_broadcast(a, -1, comm), RBLN_ERROR_INVALID, true,
+		       "root -1 is not a rank", NULL);
+	ok &= rejected(rbln_all_reduce(a, a, RBLN_SUM, NULL), RBLN_ERROR_INVALID, true,
+		       "rbln_all_reduce: NULL communicator", NULL);
+	ok &= rejected(rbln_all_reduce(a, b, RBLN_SUM, comm), RBLN_ERROR_INVALID, true,
+		       "the input has 12 elements, the output 5", NULL);
+	ok &= rejected(rbln_all_reduce(a, f, RBLN_SUM, comm), RBLN_ERROR_INVALID, true,
+		       "the input is i32, the output f32", NULL);
+	ok &= rejected(rbln_all_gather(a, b, comm), RBLN_ERROR_INVALID, true,
+		       "the output has 5 elements, not 4 times the input's 12", NULL);
+	ok &= rejected(rbln_reduce_scatter(a, b, RBLN_SUM, comm), RBLN_ERROR_INVALID, true,
+		       "the input has 12 elements, not 4 times the output's 5", NULL);
+	ok &= rejected(rbln_all_gather(b, b, comm), RBLN_ERROR_INVALID, true,
+		       "in place, 5 elements do not split into 4 equal parts", NULL);
+	ok &= rejected(rbln_send(a, rank, comm), RBLN_ERROR_INVALID, true,
+		       "rbln_send: peer", NULL);
+	ok &= error_has("is this rank");
+	ok &= rejected(rbln_recv(a, nranks, comm), RBLN_ERROR_INVALID, true,
+		       "rbln_recv: peer 4 is not a rank (0 to 3)", NULL);
+	ok &= rbln_comm_rank(NULL) == RBLN_ERROR_INVALID && error_has("NULL communicator");
+	/* The communicator still works. */
+	ok &= all_gather_case(RBLN_I32, 12, false, 65);
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	rbln_tensor_free(c);
+	rbln_tensor_free(f);
+	return ok;
+}
+
+static bool test_send_recv_mismatch(void)
+{
+	rbln_dtype dt = rank & 1 ? RBLN_F16 : RBLN_BF16;
+	rbln_tensor *t = output(dt, 33);
+	rbln_status st;
+	bool ok;
+
+	CHECK(t);
+	st = rank & 1 ? rbln_recv(t, rank ^ 1, comm) : rbln_send(t, rank ^ 1, comm);
+	ok = rejected(st, RBLN_ERROR_INVALID, rank & 1,
+		      "rbln_recv: this rank calls rbln_recv of 33 f16 elements, peer",
+		      "rbln_send: this rank calls rbln_send of 33 bf16 elements, peer");
+	rbln_tensor_free(t);
+	return ok;
+}
+
+static bool test_comm_init(void)
+{
+	rbln_comm *c = NULL;
+	rbln_status st;
+	bool ok = true;
+
+	CHECK(rbln_comm_rank(comm) == rank && rbln_comm_size(comm) == nranks &&
+	      rbln_comm_device(comm) == device);
+	ok &= rejected(rbln_comm_init(NULL, MPI_COMM_WORLD, device), RBLN_ERROR_INVALID, true,
+		       "NULL result pointer", NULL);
+	st = rbln_comm_init(&c, MPI_COMM_WORLD, rank == 1 ? 99 : device);
+	ok &= c == NULL;
+	ok &= rejected(st, RBLN_ERROR_NO_DEVICE, rank == 1, "99", "rank 1 cannot join");
+	/* One more communicator, over half the ranks, works beside the first. */
+	{
+		MPI_Comm half;
+		rbln_tensor *a = input(RBLN_I32, rank, 9, 66), *b = output(RBLN_I32, 9);
+		void *got;
+
+		CHECK(a && b);
+		MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+		CHECK(rbln_comm_init(&c, half, device) == RBLN_OK);
+		CHECK(rbln_comm_size(c) == (nranks + 1 - rank % 2) / 2);
+		CHECK(rbln_all_reduce(a, b, RBLN_MAX, c) == RBLN_OK);
+		got = data_of(b);
+		CHECK(got);
+		for (int k = 0; k < 9; k++) {
+			int32_t exp = INT32_MIN;
+
+			for (int r = rank % 2; r < nranks; r += 2)
+				exp = (int32_t)gen(RBLN_I32, r, k, 66) > exp ?
+				      (int32_t)gen(RBLN_I32, r, k, 66) : exp;
+			ok &= (int32_t)ref_get(RBLN_I32, got, k) == exp;
+		}
+		free(got);
+		CHECK(rbln_comm_free(c) == RBLN_OK);
+		MPI_Comm_free(&half);
+		rbln_tensor_free(a);
+		rbln_tensor_free(b);
+	}
+	CHECK(rbln_comm_free(NULL) == RBLN_OK);
+	return ok;
+}
+
+/*
+ * explain() counts the host traffic as bounces, by site with the caller;
+ * the fold buffer is device memory.
+ */
+static bool test_explain_and_memory(void)
+{
+	const int64_t n = 1001;
+	rbln_tensor *a = input(RBLN_F32, rank, n, 67), *b = output(RBLN_F32, n);
+	struct rbln_explain_dump dump;
+	rbln_explain *e;
+	int64_t before;
+	bool ok = true;
+	size_t i;
+
+	CHECK(a && b);
+	CHECK(rbln_synchronize(device) == RBLN_OK);
+	CHECK(rbln_reset_peak_memory_stats(device) == RBLN_OK);
+	before = rbln_memory_allocated(device);
+	e = rbln_explain_begin(true);
+	CHECK(e);
+	CHECK(rbln_all_reduce(a, b, RBLN_SUM, comm) == RBLN_OK);
+	CHECK(rbln_explain_end(e) == RBLN_OK);
+	CHECK(rbln_explain_dump(e, &dump) == RBLN_OK);
+	if (dump.host_bounce.to_host_bytes != n * 4 ||
+	    dump.host_bounce.to_device_bytes != n * 4 * nranks)
+		ok = FAIL("bounces: %lld bytes to the host, %lld to the device",
+			  (long long)dump.host_bounce.to_host_bytes,
+			  (long long)dump.host_bounce.to_device_bytes);
+	for (i = 0; i < dump.host_bounce.nsites && ok; i++)
+		if (strcmp(dump.host_bounce.by_site[i].op, "all_reduce") ||
+		    !dump.host_bounce.by_site[i].caller)
+			ok = FAIL("bounce site %s, caller %s", dump.host_bounce.by_site[i].site,
+				  dump.host_bounce.by_site[i].caller ?: "none");
+	ok &= dump.host_bounce.nsites == 2;
+	/* Every rank's parts of the chunk, twice, on the device while folding. */
+	if (rbln_max_memory_allocated(device) - before < 2 * nranks * n * 4)
+		ok = FAIL("peak %lld over %lld before", (long long)rbln_max_memory_allocated(device),
+			  (long long)before);
+	if (rbln_memory_allocated(device) != before)
+		ok = FAIL("%lld bytes allocated after, %lld before",
+			  (long long)rbln_memory_allocated(device), (long long)before);
+	rbln_explain_free(e);
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	return ok;
+}
+
+static const struct {
+	const char *name;
+	bool (*fn)(void);
+} cases[] = {
+	{ "comm_init", test_comm_init },
+	{ "all_reduce", test_all_reduce },
+	{ "all_reduce_in_place", test_all_reduce_in_place },
+	{ "all_reduce_large", test_all_reduce_large },
+	{ "all_gather", test_all_gather },
+	{ "reduce_scatter", test_reduce_scatter },
+	{ "broadcast", test_broadcast },
+	{ "send_recv", test_send_recv },
+	{ "mismatched_dtype", test_mismatched_dtype },
+	{ "mismatched_size", test_mismatched_size },
+	{ "mismatched_op_and_collective", test_mismatched_op_and_collective },
+	{ "bad_argument_on_one_rank", test_bad_argument_on_one_rank },
+	{ "bad_arguments_everywhere", test_bad_arguments_everywhere },
+	{ "send_recv_mismatch", test_send_recv_mismatch },
+	{ "explain_and_memory", test_explain_and_memory },
+};
+
+int main(int argc, char **argv)
+{
+	int ncases = sizeof(cases) / sizeof(cases[0]), i, mine, all, failed = 0;
+	MPI_Comm local;
+	double t0;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+	/* One NPU per rank of a host. */
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+	MPI_Comm_rank(local, &device);
+	MPI_Comm_free(&local);
+	if (!rank) {
+		printf("TAP version 13\n1..%d\n", ncases);
+		fflush(stdout);
+	}
+	if (nranks != 4 || rbln_device_count() < 4) {
+		if (!rank)
+			printf("Bail out! 4 ranks and 4 devices needed, have %d and %d\n", nranks,
+			       rbln_device_count());
+		MPI_Finalize();
+		return 1;
+	}
+	if (rbln_comm_init(&comm, MPI_COMM_WORLD, device)) {
+		fprintf(stderr, "rank %d: rbln_comm_init: %s\n", rank, rbln_last_error());
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	for (i = 0; i < ncases; i++) {
+		t0 = MPI_Wtime();
+		mine = cases[i].fn();
+		MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+		failed += !all;
+		if (!rank) {
+			printf("# %s: %.1f s\n%sok %d %s\n", cases[i].name, MPI_Wtime() - t0,
+			       all ? "" : "not ", i + 1, cases[i].name);
+			fflush(stdout);
+		}
+	}
+	rbln_comm_free(comm);
+	MPI_Finalize();
+	return failed ? 1 : 0;
+}
