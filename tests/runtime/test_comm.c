@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -626,6 +627,51 @@ static bool test_explain_and_memory(void)
 	return ok;
 }
 
+/* Arms fault injection @what for the next job of this rank's device. */
+static bool inject(const char *what)
+{
+	char path[300], link[256], *bus;
+	ssize_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/accel/accel%d/device", device);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return FAIL("no %s", path);
+	link[n] = 0;
+	/* debugfs names the device after its bus device. */
+	bus = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/inject", bus);
+	f = fopen(path, "we");
+	if (!f || fputs(what, f) == EOF || fclose(f))
+		return FAIL("cannot write %s", path);
+	return true;
+}
+
+/*
+ * A DMA that fails on rank 1 fails the all-reduce there, and then on every
+ * other rank, which would otherwise wait for rank 1's chunks. Last: the
+ * fault bans rank 1's context on its device.
+ */
+static bool test_failure_midway(void)
+{
+	int64_t n = two_chunks(RBLN_F32);
+	rbln_tensor *a = input(RBLN_F32, rank, n, 70), *b = output(RBLN_F32, n);
+	rbln_status st;
+	bool ok;
+
+	CHECK(a && b);
+	CHECK(rbln_synchronize(device) == RBLN_OK);
+	if (rank == 1)
+		CHECK(inject("dma"));
+	st = rbln_all_reduce(a, b, RBLN_SUM, comm);
+	ok = rejected(st, RBLN_ERROR_DEVICE, rank == 1, "work",
+		      "rbln_all_reduce: rank 1 failed midway: the result is not valid");
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	return ok;
+}
+
 static const struct {
 	const char *name;
 	bool (*fn)(void);
@@ -645,6 +691,7 @@ static const struct {
 	{ "bad_arguments_everywhere", test_bad_arguments_everywhere },
 	{ "send_recv_mismatch", test_send_recv_mismatch },
 	{ "explain_and_memory", test_explain_and_memory },
+	{ "failure_midway", test_failure_midway },
 };
 
 int main(int argc, char **argv)
