@@ -45,7 +45,10 @@ typedef enum rbln_redop {
 RBLN_API rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device);
 /* Frees @comm (collective over its ranks); NULL is a no-op. */
 RBLN_API rbln_status rbln_comm_free(rbln_comm *comm);
-/* This rank's index, the number of ranks, and this rank's device; a negative rbln_status on a bad handle. */
+/*
+ * This rank's index, the number of ranks, and this rank's device; a
+ * negative rbln_status on a bad handle.
+ */
 RBLN_API int rbln_comm_rank(const rbln_comm *comm);
 RBLN_API int rbln_comm_size(const rbln_comm *comm);
 RBLN_API int rbln_comm_device(const rbln_comm *comm);
