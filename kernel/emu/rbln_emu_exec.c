@@ -75,6 +75,77 @@ static int rbln_emu_dma_fill(struct rbln_emu_job *job, const struct rbln_pkt_dma
 	       rbln_emu_fill(job->ctx, p->dst, p->pattern, p->bytes);
 }
 
+/* The element-wise family: dst[i] = f(a[i], b[i]); see rbln_emu_elementwise(). */
+static void rbln_emu_alu_elementwise(u32 header, u32 scalar, const void *a, const void *b,
+				     void *dst, u32 n)
+{
+	u32 op = RBLN_PKT_OP(header), dtype = RBLN_PKT_DTYPE(header), sub = RBLN_PKT_SUB(header);
+
+	rbln_emu_fpu_begin();
+	switch (op) {
+	case RBLN_OP_EW_UNARY:
+		rbln_alu_unary(sub, dtype, a, dst, n);
+		break;
+	case RBLN_OP_EW_BINARY:
+		rbln_alu_binary(sub, dtype, a, b, dst, n);
+		break;
+	case RBLN_OP_EW_SCALAR:
+		rbln_alu_scalar(sub, dtype, a, scalar, dst, n);
+		break;
+	default:
+		rbln_alu_cast(dtype, sub, a, dst, n);
+		break;
+	}
+	kernel_fpu_end();
+}
+
+static bool rbln_emu_overlap(const struct rbln_emu_span *x, const struct rbln_emu_span *y)
+{
+	return x->va < y->va + y->len && y->va < x->va + x->len;
+}
+
+/*
+ * One chunk of an element-wise packet: @span holds its operands (a, b,
+ * dst), @count elements of @in and @out bytes. It runs in device memory
+ * when the operands allow, for as many elements as their pages hold
+ * (returned in *@count), and through the ring's buffers otherwise. The
+ * result must not depend on the way, so an output overlapping an input
+ * qualifies only when they are the same elements, which the ALU allows.
+ */
+static int rbln_emu_elementwise_chunk(struct rbln_emu_job *job, u32 header, u32 scalar,
+				      struct rbln_emu_span *span, unsigned int in,
+				      unsigned int out, u64 *count)
+{
+	unsigned int n = RBLN_PKT_OP(header) == RBLN_OP_EW_BINARY ? 3 : 2, i;
+	void **buf = job->ring->buf;
+	u64 done = *count;
+	int ret = 0;
+
+	for (i = 0; i < n - 1; i++)
+		if (rbln_emu_overlap(&span[i], &span[n - 1]) &&
+		    (span[i].va != span[n - 1].va || in != out))
+			ret = RBLN_EMU_NOT_IN_PLACE;
+	ret = ret ?: rbln_emu_map(job->ctx, span, n);
+	if (!ret) {
+		for (i = 0; i < n; i++)
+			done = min(done, span[i].run / (i == n - 1 ? out : in));
+		rbln_emu_alu_elementwise(header, scalar, span[0].mem,
+					 n == 3 ? span[1].mem : NULL, span[n - 1].mem, done);
+		rbln_emu_unmap(job->ctx);
+		*count = done;
+		return 0;
+	}
+	if (ret != RBLN_EMU_NOT_IN_PLACE)
+		return ret;
+
+	for (ret = 0, i = 0; i < n - 1 && !ret; i++)
+		ret = rbln_emu_read(job->ctx, span[i].va, buf[i], done * in);
+	if (ret)
+		return ret;
+	rbln_emu_alu_elementwise(header, scalar, buf[0], buf[1], buf[2], done);
+	return rbln_emu_write(job->ctx, span[n - 1].va, buf[2], done * out);
+}
+
 /*
  * The element-wise family: dst[i] = f(a[i], b[i]) chunk by chunk; @b is
  * unused (0) for unary, scalar and cast operations.
@@ -83,10 +154,9 @@ static int rbln_emu_elementwise(struct rbln_emu_job *job, u32 header, u32 scalar
 				u64 a, u64 b, u64 dst, u64 count)
 {
 	u32 op = RBLN_PKT_OP(header), dtype = RBLN_PKT_DTYPE(header);
-	u32 sub = RBLN_PKT_SUB(header), out_dtype = op == RBLN_OP_CAST ? sub : dtype;
-	unsigned int in_size = rbln_alu_dtype_size(dtype);
-	unsigned int out_size = rbln_alu_dtype_size(out_dtype);
-	void **buf = job->ring->buf;
+	u32 out_dtype = op == RBLN_OP_CAST ? RBLN_PKT_SUB(header) : dtype;
+	unsigned int in = rbln_alu_dtype_size(dtype), out = rbln_alu_dtype_size(out_dtype);
+	struct rbln_emu_span span[3] = {};
 	u64 done, chunk;
 	int ret;
 
@@ -98,31 +168,14 @@ static int rbln_emu_elementwise(struct rbln_emu_job *job, u32 header, u32 scalar
 		return ret;
 
 	for (done = 0; done < count; done += chunk) {
-		chunk = min_t(u64, count - done, RBLN_EMU_BUF_BYTES / max(in_size, out_size));
-		ret = rbln_emu_read(job->ctx, a + done * in_size, buf[0], chunk * in_size);
-		if (!ret && op == RBLN_OP_EW_BINARY)
-			ret = rbln_emu_read(job->ctx, b + done * in_size, buf[1], chunk * in_size);
-		if (ret)
-			return ret;
+		struct rbln_emu_span *d = &span[op == RBLN_OP_EW_BINARY ? 2 : 1];
 
-		rbln_emu_fpu_begin();
-		switch (op) {
-		case RBLN_OP_EW_UNARY:
-			rbln_alu_unary(sub, dtype, buf[0], buf[2], chunk);
-			break;
-		case RBLN_OP_EW_BINARY:
-			rbln_alu_binary(sub, dtype, buf[0], buf[1], buf[2], chunk);
-			break;
-		case RBLN_OP_EW_SCALAR:
-			rbln_alu_scalar(sub, dtype, buf[0], scalar, buf[2], chunk);
-			break;
-		default:
-			rbln_alu_cast(dtype, out_dtype, buf[0], buf[2], chunk);
-			break;
-		}
-		kernel_fpu_end();
-
-		ret = rbln_emu_write(job->ctx, dst + done * out_size, buf[2], chunk * out_size) ?:
+		chunk = min_t(u64, count - done, RBLN_EMU_BUF_BYTES / max(in, out));
+		span[0] = (struct rbln_emu_span){ .va = a + done * in, .len = chunk * in };
+		span[1] = (struct rbln_emu_span){ .va = b + done * in, .len = chunk * in };
+		*d = (struct rbln_emu_span){ .va = dst + done * out, .len = chunk * out,
+					     .write = true };
+		ret = rbln_emu_elementwise_chunk(job, header, scalar, span, in, out, &chunk) ?:
 		      rbln_emu_check_stop(job);
 		if (ret)
 			return ret;

@@ -23,6 +23,7 @@
 /* What executing a command buffer ended with, besides RBLN_FAULT_*. */
 #define RBLN_EMU_DONE		0
 #define RBLN_EMU_ABORTED	(-1)	/* reset or removed: no fence */
+#define RBLN_EMU_NOT_IN_PLACE	(-2)	/* rbln_emu_map(): copy instead */
 
 struct rbln_emu_dev;
 
@@ -165,6 +166,25 @@ void rbln_emu_invalidate_start(struct rbln_emu_dev *edev);
 bool rbln_emu_invalidate_busy(struct rbln_emu_dev *edev);
 void rbln_emu_drain_accesses(struct rbln_emu_dev *edev);
 int rbln_emu_read(struct rbln_emu_ctx *ctx, u64 va, void *buf, u64 len);
+
+/**
+ * struct rbln_emu_span - a range of device addresses worked on in place
+ * @va: its start.
+ * @len: its bytes.
+ * @write: whether the work writes it.
+ * @mem: set by rbln_emu_map(): where its first @run bytes are.
+ * @run: set by rbln_emu_map(); at least one page's worth unless @len is less.
+ */
+struct rbln_emu_span {
+	u64 va;
+	u64 len;
+	bool write;
+	void *mem;
+	u64 run;
+};
+
+int rbln_emu_map(struct rbln_emu_ctx *ctx, struct rbln_emu_span *spans, unsigned int n);
+void rbln_emu_unmap(struct rbln_emu_ctx *ctx);
 int rbln_emu_write(struct rbln_emu_ctx *ctx, u64 va, const void *buf, u64 len);
 int rbln_emu_copy(struct rbln_emu_ctx *ctx, u64 dst, u64 src, u64 len);
 int rbln_emu_fill(struct rbln_emu_ctx *ctx, u64 dst, u32 pattern, u64 len);

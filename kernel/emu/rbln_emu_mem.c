@@ -409,6 +409,56 @@ int rbln_emu_fill(struct rbln_emu_ctx *ctx, u64 dst, u32 pattern, u64 len)
 	return rbln_emu_xfer(ctx, XFER_FILL, dst, NULL, pattern, len);
 }
 
+/**
+ * rbln_emu_map() - the memory behind device addresses, to work on in place
+ * @ctx: the context the addresses are in
+ * @spans: the ranges; each gets where its first bytes are, up to the end
+ *         of their page
+ * @n: how many
+ *
+ * Translates the start of every span in one access section, and leaves the
+ * section open: the caller works on the memory, briefly (the section holds
+ * off the driver's invalidations), then closes it with rbln_emu_unmap().
+ * Only this device's own DRAM and host memory qualify: a peer's DRAM (one
+ * reference held per section) or a page never written (nothing to point
+ * at) make the caller go through rbln_emu_read() and rbln_emu_write().
+ *
+ * Return: 0 with the section open; with it closed, a fault, a reset's or
+ * removal's RBLN_EMU_ABORTED, or RBLN_EMU_NOT_IN_PLACE.
+ */
+int rbln_emu_map(struct rbln_emu_ctx *ctx, struct rbln_emu_span *spans, unsigned int n)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		ret = rbln_emu_check_range(ctx, spans[i].va, spans[i].len);
+		if (ret)
+			return ret;
+	}
+	ret = rbln_emu_access_begin(ctx);
+	if (ret)
+		return ret;
+	for (i = 0; i < n && !ret; i++) {
+		ret = rbln_emu_translate(ctx, spans[i].va, spans[i].len, spans[i].write,
+					 &spans[i].mem, &spans[i].run);
+		if (!ret && (ctx->peer || !spans[i].mem))
+			ret = RBLN_EMU_NOT_IN_PLACE;
+	}
+	if (ret)
+		rbln_emu_access_end(ctx);
+	return ret;
+}
+
+/**
+ * rbln_emu_unmap() - done with what rbln_emu_map() gave
+ * @ctx: the context
+ */
+void rbln_emu_unmap(struct rbln_emu_ctx *ctx)
+{
+	rbln_emu_access_end(ctx);
+}
+
 /*
  * Straight from page to page, as a DMA engine: both translations are made
  * in one access section, and forgotten with it.

@@ -25,6 +25,8 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kselftest_harness.h"
 #include "rbln_test.h"
@@ -1124,6 +1126,72 @@ TEST_F_TIMEOUT(big, mixed_packets, 120)
 		bad += cbad;
 	}
 	EXPECT_EQ(0, bad);
+}
+
+/*
+ * Where the operands are does not change results. The executor works in
+ * device memory where it can and through its own buffers where it cannot;
+ * these are the cases it cannot: a never-written input reads as zeros, and
+ * an output overlapping its input one element off, either way, gets the
+ * input's elements as they were before the packet (one chunk here).
+ */
+TEST(elementwise_operand_placement)
+{
+	enum { N = 3000 };
+	struct isa_ctx x;
+	struct opnd b, d, up, down;
+	uint64_t fresh_va;
+	uint8_t *up0, *down0;
+	int bad = 0;
+
+	ASSERT_EQ(0, ctx_init(&x, 1 * MIB, 1 * MIB));
+	job_begin(&x);
+	ref_rng_seed(0x91ace);
+	/* The last page-aligned N elements of device memory: never written. */
+	fresh_va = (x.mem.va + x.mem_size - N * 4) & ~4095ull;
+	ASSERT_EQ(0, opnd_new(&x, N * 4, false, &b));
+	ASSERT_EQ(0, opnd_new(&x, N * 4, false, &d));
+	ASSERT_EQ(0, opnd_new(&x, (N + 1) * 4, true, &up));
+	ASSERT_EQ(0, opnd_new(&x, (N + 1) * 4, true, &down));
+	ASSERT_LT(x.mem_used, fresh_va - x.mem.va);
+	fill_inputs(F32, b.cpu, NULL, N);
+	fill_inputs(F32, up.cpu, NULL, N + 1);
+	fill_inputs(F32, down.cpu, NULL, N + 1);
+	up0 = malloc((N + 1) * 4);
+	down0 = malloc((N + 1) * 4);
+	ASSERT_TRUE(up0 && down0);
+	memcpy(up0, up.cpu, (N + 1) * 4);
+	memcpy(down0, down.cpu, (N + 1) * 4);
+
+	ASSERT_EQ(0, rbln_drm_cmd_binary(&x.c, RBLN_BINARY_ADD, F32, d.va, fresh_va, b.va, N));
+	ASSERT_EQ(0, rbln_drm_cmd_unary(&x.c, RBLN_UNARY_NEG, F32, up.va + 4, up.va, N));
+	ASSERT_EQ(0, rbln_drm_cmd_unary(&x.c, RBLN_UNARY_NEG, F32, down.va, down.va + 4, N));
+	ASSERT_EQ(0, opnd_out(&x, &up));
+	ASSERT_EQ(0, opnd_out(&x, &down));
+	ASSERT_EQ(1, job_run(&x));
+
+	for (size_t i = 0; i < N; i++) {
+		uint64_t want = ref_binary(RBLN_BINARY_ADD, F32, 0, ref_get(F32, b.cpu, i));
+
+		if (!ref_match(F32, ref_get(F32, d.cpu, i), want) && bad++ < 3)
+			TH_LOG("0 + b[%zu]: got %#x want %#llx", i, ref_get(F32, d.cpu, i),
+			       (unsigned long long)want);
+		want = ref_unary(RBLN_UNARY_NEG, F32, ref_get(F32, up0, i));
+		if (!ref_match(F32, ref_get(F32, up.cpu, i + 1), want) && bad++ < 6)
+			TH_LOG("dst one up [%zu]: got %#x want %#llx", i,
+			       ref_get(F32, up.cpu, i + 1), (unsigned long long)want);
+		want = ref_unary(RBLN_UNARY_NEG, F32, ref_get(F32, down0, i + 1));
+		if (!ref_match(F32, ref_get(F32, down.cpu, i), want) && bad++ < 9)
+			TH_LOG("dst one down [%zu]: got %#x want %#llx", i,
+			       ref_get(F32, down.cpu, i), (unsigned long long)want);
+	}
+	/* The elements no packet wrote. */
+	EXPECT_EQ(ref_get(F32, up0, 0), ref_get(F32, up.cpu, 0));
+	EXPECT_EQ(ref_get(F32, down0, N), ref_get(F32, down.cpu, N));
+	EXPECT_EQ(0, bad + guard_damage(&d) + guard_damage(&up) + guard_damage(&down));
+	free(up0);
+	free(down0);
+	ctx_fini(&x);
 }
 
 TEST_HARNESS_MAIN

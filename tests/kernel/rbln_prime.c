@@ -332,6 +332,65 @@ static void read_only_import(struct __test_metadata *_metadata, FIXTURE_DATA(pri
 	rbln_test_buf_free(self->b, &hb);
 }
 
+/*
+ * A peer object is an operand of arithmetic as of DMA: device 1 adds, in
+ * place, into device 0's memory (written and never written pages), and
+ * device 0 reads the sums.
+ */
+TEST_F(prime, peer_object_is_an_elementwise_operand)
+{
+	const uint64_t len = 4 * PAGE, n = len / 4;
+	struct rbln_test_buf ha, hb, mem, cmd;
+	struct rbln_drm_bo_info info;
+	uint32_t peer, queue, bos[2];
+	struct rbln_drm_cmd c;
+	const uint32_t *sum;
+	int fd, bad = 0;
+
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, len, RBLN_BO_HOST, 0, &ha));
+	ASSERT_EQ(0, rbln_test_buf_new(self->a, 2 * len, RBLN_BO_DEVICE, 0, &mem));
+	ASSERT_EQ(0, rbln_test_buf_new(self->b, len, RBLN_BO_HOST, 0, &hb));
+	ASSERT_EQ(0, rbln_test_buf_new(self->b, PAGE, RBLN_BO_HOST, 0, &cmd));
+	fill(ha.cpu, len, 5);
+	fill(hb.cpu, len, 1000);
+	bos[0] = mem.handle;
+	bos[1] = ha.handle;
+	ASSERT_EQ(1, dma_copy(self->a, mem.va, ha.va, len, bos, 2));
+
+	ASSERT_EQ(0, rbln_drm_bo_export(self->a, mem.handle, &fd));
+	ASSERT_EQ(0, rbln_drm_bo_import(self->b, fd, &peer));
+	close(fd);
+	ASSERT_EQ(0, rbln_drm_bo_info(self->b, peer, &info));
+	ASSERT_EQ(0, rbln_drm_queue_create(self->b, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
+	rbln_drm_cmd_init(&c, cmd.cpu, PAGE);
+	/* Its first half holds 5 + i, its second half was never written. */
+	ASSERT_EQ(0, rbln_drm_cmd_binary(&c, RBLN_BINARY_ADD, RBLN_DTYPE_I32, info.va, info.va,
+					 hb.va, n));
+	ASSERT_EQ(0, rbln_drm_cmd_binary(&c, RBLN_BINARY_ADD, RBLN_DTYPE_I32, info.va + len,
+					 info.va + len, hb.va, n));
+	bos[0] = peer;
+	bos[1] = hb.handle;
+	ASSERT_EQ(1, rbln_test_run(self->b, queue, &cmd, c.len, bos, 2, 10000));
+
+	bos[0] = mem.handle;
+	bos[1] = ha.handle;
+	ASSERT_EQ(1, dma_copy(self->a, ha.va, mem.va, len, bos, 2));
+	sum = ha.cpu;
+	for (uint64_t i = 0; i < n; i++)
+		if (sum[i] != 1005 + 2 * i && bad++ < 3)
+			TH_LOG("written half [%llu]: %u", (unsigned long long)i, sum[i]);
+	EXPECT_EQ(0, bad);
+	ASSERT_EQ(1, dma_copy(self->a, ha.va, mem.va + len, len, bos, 2));
+	EXPECT_TRUE(check(ha.cpu, len, 1000));
+
+	rbln_drm_queue_destroy(self->b, queue);
+	rbln_drm_bo_close(self->b, peer);
+	rbln_test_buf_free(self->b, &cmd);
+	rbln_test_buf_free(self->a, &mem);
+	rbln_test_buf_free(self->a, &ha);
+	rbln_test_buf_free(self->b, &hb);
+}
+
 /* A read-only object stays read-only through a peer: writing faults. */
 TEST_F(prime, peer_of_read_only_object_faults_on_write)
 {
