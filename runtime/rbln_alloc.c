@@ -887,15 +887,24 @@ void rbln_alloc_site_put(struct rbln_alloc_site *s)
 		free(s);
 }
 
+static _Atomic(rbln_alloc_caller_fn) caller_fn;
+
+void rbln_alloc_set_caller_fn(rbln_alloc_caller_fn fn)
+{
+	atomic_store_explicit(&caller_fn, fn, memory_order_release);
+}
+
 /*
  * The return addresses from the entry point that calls it on (not inlined,
- * so that its own frame is the one to drop); NULL out of memory.
+ * so that its own frame is the one to drop), and the caller function's
+ * name for the thread's work; NULL out of memory.
  */
 static __attribute__((noinline)) struct rbln_alloc_site *site_capture(void)
 {
 	void *buf[RBLN_ALLOC_SITE_FRAMES + 1];
 	int n = backtrace(buf, RBLN_ALLOC_SITE_FRAMES + 1);
 	struct rbln_alloc_site *s;
+	rbln_alloc_caller_fn fn;
 
 	if (n <= 1)
 		return NULL;
@@ -903,6 +912,8 @@ static __attribute__((noinline)) struct rbln_alloc_site *site_capture(void)
 	if (!s)
 		return NULL;
 	atomic_init(&s->refs, 1);
+	fn = atomic_load_explicit(&caller_fn, memory_order_acquire);
+	s->caller = fn ? fn() : NULL;
 	s->nframes = (unsigned int)(n - 1);
 	memcpy(s->frames, buf + 1, s->nframes * sizeof(void *));
 	return s;
@@ -1118,6 +1129,11 @@ int rbln_allocator_record_history(struct rbln_allocator *a, bool enabled, bool s
 	}
 	pthread_mutex_unlock(&h->lock);
 	return ret;
+}
+
+bool rbln_allocator_records_stacks(struct rbln_allocator *a)
+{
+	return hist_on(a) && atomic_load(&a->hist.stacks);
 }
 
 /* ---- block records ---------------------------------------------------- */

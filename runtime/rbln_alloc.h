@@ -136,14 +136,27 @@ void rbln_alloc_group_reset_peak(struct rbln_alloc_group *g);
  * history is on with stacks and shared (counted references) by the block
  * it allocated and the events it caused.  frames[0] is inside the
  * allocator's entry point; its callers follow.  Never symbolized here.
+ * @caller is what the caller function (rbln_alloc_set_caller_fn()) said
+ * the calling thread was doing: a framework's name for its user's code.
  */
 #define RBLN_ALLOC_SITE_FRAMES	16
 struct rbln_alloc_site {
 	atomic_uint refs;
+	const char *caller;	/* e.g. "model.py:12", kept for the process's life; or NULL */
 	unsigned int nframes;
 	void *frames[];
 };
 void rbln_alloc_site_put(struct rbln_alloc_site *s);	/* drops a reference; NULL is a no-op */
+
+/*
+ * Where the calling thread's code comes from, by the name a framework
+ * above gave it (a string kept for the process's life), or NULL.  Sites
+ * captured from now on ask @fn (NULL: nobody); any thread may set it.
+ */
+typedef const char *(*rbln_alloc_caller_fn)(void);
+void rbln_alloc_set_caller_fn(rbln_alloc_caller_fn fn);
+/* Whether @a records its history with stacks now. */
+bool rbln_allocator_records_stacks(struct rbln_allocator *a);
 
 /*
  * Turns the history on (a ring of the newest @max_entries events, 1 to

@@ -130,10 +130,25 @@ rbln_status rbln_explain_attribute(const char *op, const char *site)
 	return RBLN_OK;
 }
 
+/* Devices whose memory history records stacks (rbln_snapshot.c), which take sites too. */
+static atomic_int memory_stacks;
+
+void rbln_explain_memory_stacks(bool on)
+{
+	atomic_fetch_add(&memory_stacks, on ? 1 : -1);
+}
+
+const char *rbln_explain_caller(void)
+{
+	return attr_site;
+}
+
 bool rbln_explain_wants_sites(void)
 {
 	bool wants;
 
+	if (atomic_load_explicit(&memory_stacks, memory_order_relaxed) > 0)
+		return true;
 	if (!rbln_explain_active())
 		return false;
 	pthread_mutex_lock(&explain_lock);

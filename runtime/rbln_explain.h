@@ -56,6 +56,20 @@ void rbln_explain_bounce(const char *op, bool to_host, uint64_t bytes, const voi
 /* A graph of @ops ops replayed, its submission taking @ns of host time. */
 void rbln_explain_graph_replay(int64_t ops, uint64_t ns);
 
+/*
+ * The site a framework attributed this thread's work to
+ * (rbln_explain_attribute()), interned; NULL when none: the allocator's
+ * history names allocations with it.
+ */
+const char *rbln_explain_caller(void);
+
+/*
+ * One more (@on) or one fewer device records its memory history with
+ * stacks: while any does, rbln_explain_wants_sites() is true, so that a
+ * framework names its sites for the history too.
+ */
+void rbln_explain_memory_stacks(bool on);
+
 /* Where tensor data lives now, over every device opened (rbln_tensor.c). */
 struct rbln_residency {
 	int64_t device_bytes;		/* tensor data in device memory */

@@ -11,12 +11,14 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <json.h>
 
+#include "rbln_explain.h"
 #include "rbln_internal.h"
 
 #define ARENA_CHUNK	(64u << 10)
@@ -76,9 +78,40 @@ struct site_map {
 };
 
 /*
+ * A framework's name for its user's code ("model.py:12") as a frame: the
+ * file and line when it ends in ":<line>", else all of it as the file.
+ */
+static bool caller_frame(struct snapshot *s, const char *caller, struct rbln_memory_frame *o)
+{
+	const char *colon = strrchr(caller, ':');
+	char *end = NULL;
+	unsigned long line = 0;
+	size_t flen = strlen(caller);
+
+	if (colon && colon[1] >= '0' && colon[1] <= '9') {
+		line = strtoul(colon + 1, &end, 10);
+		if (!*end && line <= UINT32_MAX)
+			flen = (size_t)(colon - caller);
+		else
+			line = 0;
+	}
+	o->name = "??";
+	o->filename = arena_alloc(s, flen + 1);
+	o->offset = 0;
+	o->line = (unsigned int)line;
+	if (!o->filename)
+		return false;
+	memcpy((char *)o->filename, caller, flen);
+	((char *)o->filename)[flen] = '\0';
+	return true;
+}
+
+/*
  * The frames of @site, with dladdr(3): the leading ones inside librbln
  * (the allocator and the runtime calling it) are left out, so the first
- * frame is the program's call into librbln. false out of memory.
+ * frame is the program's call into librbln, unless the framework calling
+ * librbln named its user's code (@site's caller): that comes first.
+ * false out of memory.
  */
 static bool site_frames(struct snapshot *s, struct site_map *m, const struct rbln_alloc_site *site,
 			size_t *nframes, const struct rbln_memory_frame **frames)
@@ -87,7 +120,7 @@ static bool site_frames(struct snapshot *s, struct site_map *m, const struct rbl
 	bool found[RBLN_ALLOC_SITE_FRAMES];
 	struct rbln_memory_frame *f;
 	struct site_slot *slot;
-	unsigned int i, first = 0, n;
+	unsigned int i, first = 0, n, top;
 	size_t h;
 
 	*nframes = 0;
@@ -112,20 +145,24 @@ static bool site_frames(struct snapshot *s, struct site_map *m, const struct rbl
 		first++;
 	if (first == n)	/* all of it inside librbln: better those than nothing */
 		first = 0;
-	f = arena_alloc(s, (n - first) * sizeof(*f));
-	if (!f && n > first)
+	top = site->caller ? 1 : 0;
+	f = arena_alloc(s, (top + n - first) * sizeof(*f));
+	if (!f && top + n > first)
+		return false;
+	if (top && !caller_frame(s, site->caller, f))
 		return false;
 	for (i = first; i < n; i++) {
-		struct rbln_memory_frame *o = &f[i - first];
+		struct rbln_memory_frame *o = &f[top + i - first];
 		uintptr_t addr = (uintptr_t)site->frames[i];
 
 		o->name = arena_strdup(s, found[i] && info[i].dli_sname ? info[i].dli_sname : "??");
 		o->filename = arena_strdup(s, found[i] ? info[i].dli_fname : "??");
 		o->offset = found[i] ? addr - (uintptr_t)info[i].dli_fbase : addr;
+		o->line = 0;
 		if (!o->name || !o->filename)
 			return false;
 	}
-	*slot = (struct site_slot){ .site = site, .nframes = n - first, .frames = f };
+	*slot = (struct site_slot){ .site = site, .nframes = top + n - first, .frames = f };
 	*nframes = slot->nframes;
 	*frames = f;
 	return true;
@@ -264,10 +301,17 @@ out:
 	return st;
 }
 
+/*
+ * Serializes changes of history, for rbln_explain_memory_stacks()'s count.
+ * A device closed while recording stacks stays counted: framework sites
+ * are then taken for nothing, which costs time, not correctness.
+ */
+static pthread_mutex_t history_lock = PTHREAD_MUTEX_INITIALIZER;
+
 rbln_status rbln_memory_record_history(int device, bool enabled, bool stacks, size_t max_entries)
 {
 	struct rbln_ldev *l;
-	int i;
+	int i, ret = 0;
 
 	if (enabled && !max_entries)
 		return rbln_fail(RBLN_ERROR_INVALID, "rbln_memory_record_history: max_entries is 0 "
@@ -279,12 +323,24 @@ rbln_status rbln_memory_record_history(int device, bool enabled, bool stacks, si
 	l = rbln_ldev_get(device);
 	if (!l)
 		return rbln_last_status();
-	for (i = 0; i < l->nmembers; i++)
-		if (rbln_allocator_record_history(l->members[i]->alloc, enabled, stacks, max_entries))
-			return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "rbln_memory_record_history: "
-					 "out of host memory for the history of physical device %d",
-					 rbln_pdev_index(l->members[i]));
-	return RBLN_OK;
+	if (enabled && stacks)
+		rbln_alloc_set_caller_fn(rbln_explain_caller);
+	/* Each member's change of stacks counted once, whoever races it. */
+	pthread_mutex_lock(&history_lock);
+	for (i = 0; i < l->nmembers && !ret; i++) {
+		struct rbln_allocator *a = l->members[i]->alloc;
+		bool was = rbln_allocator_records_stacks(a);
+
+		ret = rbln_allocator_record_history(a, enabled, stacks, max_entries);
+		if (was != rbln_allocator_records_stacks(a))
+			rbln_explain_memory_stacks(!was);
+		if (ret)
+			rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "rbln_memory_record_history: out of host "
+				  "memory for the history of physical device %d",
+				  rbln_pdev_index(l->members[i]));
+	}
+	pthread_mutex_unlock(&history_lock);
+	return ret ? RBLN_ERROR_OUT_OF_MEMORY : RBLN_OK;
 }
 
 /* --- JSON --------------------------------------------------------------------- */
@@ -331,7 +387,7 @@ static struct json_object *jint(uint64_t v)
 	return json_object_new_int64((int64_t)v);
 }
 
-/* Adds "frames": [{name, filename, line, offset}...] to @o; line is always 0 (no debug info is read). */
+/* Adds "frames": [{name, filename, line, offset}...] to @o; line is 0 but in a framework's frame (no debug info is read). */
 static bool jframes(struct json_object *o, const struct rbln_memory_frame *f, size_t n)
 {
 	struct json_object *a = json_object_new_array(), *fo;
@@ -344,7 +400,7 @@ static bool jframes(struct json_object *o, const struct rbln_memory_frame *f, si
 		if (!rbln_json_push(a, fo) ||
 		    !rbln_json_add(fo, "name", json_object_new_string(f[i].name)) ||
 		    !rbln_json_add(fo, "filename", json_object_new_string(f[i].filename)) ||
-		    !rbln_json_add(fo, "line", json_object_new_int(0)) ||
+		    !rbln_json_add(fo, "line", jint(f[i].line)) ||
 		    !rbln_json_add(fo, "offset", jint(f[i].offset)))
 			return false;
 	}

@@ -952,6 +952,90 @@ TEST(memory_snapshot_and_history)
 	rbln_tensor_free(keep);
 }
 
+/* The block of @snap's segments that @requested bytes were asked for, or NULL. */
+static const struct rbln_memory_block *block_of(const struct rbln_memory_snapshot *snap,
+						uint64_t requested)
+{
+	for (size_t i = 0; i < snap->nsegments; i++)
+		for (size_t j = 0; j < snap->segments[i].nblocks; j++)
+			if (snap->segments[i].blocks[j].requested_size == requested)
+				return &snap->segments[i].blocks[j];
+	return NULL;
+}
+
+/*
+ * A framework on librbln (torch.rbln) names its user's code with
+ * rbln_explain_attribute(): with stacks, blocks and events put that frame
+ * first, as a file and a line, before the program's call into librbln.
+ * Sites are wanted while such a history records, and only then.
+ */
+TEST(memory_history_names_a_framework_caller)
+{
+	struct rbln_memory_snapshot *snap = NULL;
+	const struct rbln_memory_block *b;
+	struct json_object *root;
+	rbln_tensor *t[3];
+	char *json;
+
+	EXPECT_FALSE(rbln_explain_wants_sites());
+	ASSERT_EQ(RBLN_OK, rbln_memory_record_history(0, true, false, 100));
+	EXPECT_FALSE(rbln_explain_wants_sites());	/* no stacks, no sites */
+	ASSERT_EQ(RBLN_OK, rbln_memory_record_history(0, true, true, 100));
+	EXPECT_TRUE(rbln_explain_wants_sites());
+
+	ASSERT_EQ(RBLN_OK, rbln_explain_attribute("add", "model.py:12"));
+	t[0] = snapshot_site_marker(1000);
+	ASSERT_EQ(RBLN_OK, rbln_explain_attribute(NULL, "generate"));
+	t[1] = snapshot_site_marker(2000);
+	ASSERT_EQ(RBLN_OK, rbln_explain_attribute(NULL, NULL));
+	t[2] = snapshot_site_marker(3000);
+	ASSERT_TRUE(t[0] && t[1] && t[2]) TH_LOG("%s", rbln_last_error());
+
+	ASSERT_EQ(RBLN_OK, rbln_memory_snapshot(0, &snap)) TH_LOG("%s", rbln_last_error());
+	b = block_of(snap, 1000);
+	ASSERT_NE(NULL, b);
+	ASSERT_LE(2, b->nframes);
+	EXPECT_STREQ("model.py", b->frames[0].filename);
+	EXPECT_EQ(12, b->frames[0].line);
+	EXPECT_STREQ("??", b->frames[0].name);
+	EXPECT_STREQ("snapshot_site_marker", b->frames[1].name);
+	EXPECT_EQ(0, b->frames[1].line);
+	b = block_of(snap, 2000);
+	ASSERT_NE(NULL, b);
+	ASSERT_LE(1, b->nframes);
+	EXPECT_STREQ("generate", b->frames[0].filename);	/* no line: all of it */
+	EXPECT_EQ(0, b->frames[0].line);
+	b = block_of(snap, 3000);
+	ASSERT_NE(NULL, b);
+	ASSERT_LE(1, b->nframes);
+	EXPECT_STREQ("snapshot_site_marker", b->frames[0].name);
+	/* The history's allocation events carry the same first frame; so does the JSON. */
+	for (size_t i = 0, found = 0; i < snap->device_traces[0].nevents; i++) {
+		const struct rbln_memory_event *e = &snap->device_traces[0].events[i];
+
+		if (e->action != RBLN_MEMORY_ALLOC || e->size != 1000)
+			continue;
+		ASSERT_LE(1, e->nframes);
+		EXPECT_STREQ("model.py", e->frames[0].filename);
+		EXPECT_EQ(12, e->frames[0].line);
+		EXPECT_EQ(0, found++);
+	}
+	json = rbln_memory_snapshot_json(snap);
+	ASSERT_NE(NULL, json);
+	root = json_tokener_parse(json);
+	ASSERT_NE(NULL, root);
+	EXPECT_NE(NULL, strstr(json, "\"filename\":\"model.py\",\"line\":12"))
+		TH_LOG("%.400s", json);
+	json_object_put(root);
+	free(json);
+	rbln_memory_snapshot_free(snap);
+
+	ASSERT_EQ(RBLN_OK, rbln_memory_record_history(0, false, false, 0));
+	EXPECT_FALSE(rbln_explain_wants_sites());
+	for (int i = 0; i < 3; i++)
+		rbln_tensor_free(t[i]);
+}
+
 TEST(memory_snapshot_rejects)
 {
 	struct rbln_memory_snapshot *snap = (void *)1;

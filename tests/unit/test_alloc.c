@@ -3139,6 +3139,56 @@ TEST(history_oom_event)
 	mock_fini(&m);
 }
 
+static __thread const char *test_caller;
+
+static const char *caller_of_thread(void)
+{
+	return test_caller;
+}
+
+/*
+ * Sites keep what the caller function said when they were captured, and
+ * only with stacks; records_stacks() follows the history's state.
+ */
+TEST(history_sites_keep_the_caller)
+{
+	struct rbln_alloc_snapshot snap;
+	struct rbln_allocator *a;
+	struct rbln_block *b[3];
+	struct mock m;
+
+	mock_init(&m, 1ull << 30);
+	a = pools_create(&m);
+	ASSERT_NE(NULL, a);
+	rbln_alloc_set_caller_fn(caller_of_thread);
+	EXPECT_FALSE(rbln_allocator_records_stacks(a));
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, false, 100));
+	EXPECT_FALSE(rbln_allocator_records_stacks(a));
+	test_caller = "model.py:1";
+	b[0] = alloc_ok(_metadata, a, 4096, 0);			/* no stacks: no site */
+	ASSERT_EQ(0, rbln_allocator_record_history(a, true, true, 100));
+	EXPECT_TRUE(rbln_allocator_records_stacks(a));
+	test_caller = "model.py:2";
+	b[1] = alloc_ok(_metadata, a, 8192, 0);
+	test_caller = NULL;
+	b[2] = alloc_ok(_metadata, a, 16384, 0);
+	ASSERT_TRUE(b[0] && b[1] && b[2]);
+	snapshot_ok(_metadata, a, &snap);
+	EXPECT_EQ(NULL, snap_block_at(&snap, rbln_block_va(b[0]))->site);
+	ASSERT_NE(NULL, snap_block_at(&snap, rbln_block_va(b[1]))->site);
+	EXPECT_STREQ("model.py:2", snap_block_at(&snap, rbln_block_va(b[1]))->site->caller);
+	ASSERT_NE(NULL, snap_block_at(&snap, rbln_block_va(b[2]))->site);
+	EXPECT_EQ(NULL, snap_block_at(&snap, rbln_block_va(b[2]))->site->caller);
+	rbln_alloc_snapshot_release(&snap);
+	ASSERT_EQ(0, rbln_allocator_record_history(a, false, false, 0));
+	EXPECT_FALSE(rbln_allocator_records_stacks(a));
+	rbln_alloc_set_caller_fn(NULL);
+	for (int i = 0; i < 3; i++)
+		rbln_allocator_free(a, b[i], 0, 0);
+	rbln_allocator_destroy(a);
+	mock_fini(&m);
+}
+
 /* Frees pending completion are as bounded as the ring: the oldest never completes. */
 TEST(history_pending_frees_bounded)
 {

@@ -255,11 +255,16 @@ enum rbln_memory_action {
 	RBLN_MEMORY_SEGMENT_UNMAP	= 7,	/* an expandable segment shrank */
 };
 
-/* A return address, resolved with dladdr(3). */
+/*
+ * A return address, resolved with dladdr(3); or, first of its frames, the
+ * user's code a framework on librbln named (rbln_explain_attribute()'s
+ * site, "model.py:12"): its file and line, name "??" and offset 0.
+ */
 struct rbln_memory_frame {
 	const char *name;	/* the function's symbol, "??" when not exported */
 	const char *filename;	/* the program or library, "??" if unknown */
 	uintptr_t offset;	/* in that object: addr2line -f -e filename offset */
+	unsigned int line;	/* a framework's frame's line; 0 for return addresses */
 };
 
 struct rbln_memory_block {
@@ -539,7 +544,10 @@ RBLN_API rbln_explain *rbln_explain_begin(bool with_stack);
  * caller) for its bounces, recompilations and fallbacks.
  */
 RBLN_API rbln_status rbln_explain_attribute(const char *op, const char *site);
-/* True while a region with_stack is open: a framework need find sites only then. */
+/*
+ * True while a region with_stack is open, or a device records its memory
+ * history with stacks: a framework need find sites only then.
+ */
 RBLN_API bool rbln_explain_wants_sites(void);
 /* Records an op a framework ran on the CPU for want of a device kernel, in @ns. */
 RBLN_API rbln_status rbln_explain_record_fallback(const char *op, uint64_t ns);
