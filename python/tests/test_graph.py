@@ -6,6 +6,8 @@ what eager mode computes; what cannot be captured raises, names the op,
 and leaves nothing behind; explain() sees replays.
 """
 
+import inspect
+
 import pytest
 import torch
 import torch_rbln  # noqa: F401
@@ -98,6 +100,28 @@ def test_rejections():
         graph.capture_begin()
     with pytest.raises(ValueError):
         torch.rbln.graph(torch.rbln.RBLNGraph(), device="cpu").__enter__()
+
+
+def test_memory_history_names_the_python_line():
+    """With stacks, each allocation an op makes names the op's Python line first."""
+    x = on_device(torch.ones(4096))
+    torch.rbln.memory._record_memory_history(max_entries=1000)
+    try:
+        line = inspect.currentframe().f_lineno + 1
+        y = x + x
+        torch.rbln.synchronize()
+        snap = torch.rbln.memory._snapshot()
+    finally:
+        torch.rbln.memory._record_memory_history(enabled=None)
+    here = [b for s in snap["segments"] for b in s["blocks"]
+            if b["state"] == "active_allocated" and b["frames"]
+            and b["frames"][0]["filename"] == __file__]
+    assert here and all(b["frames"][0]["line"] == line for b in here), snap["segments"]
+    # y's shards: one block per member of a logical device.
+    assert sum(b["requested_size"] for b in here) == y.nbytes
+    events = [e for trace in snap["device_traces"] for e in trace
+              if e["action"] == "alloc" and e["frames"] and e["frames"][0]["filename"] == __file__]
+    assert events and all(e["frames"][0]["line"] == line for e in events)
 
 
 def test_memory_snapshot_and_history():

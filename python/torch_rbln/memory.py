@@ -9,8 +9,9 @@
 
 The snapshot is librbln's (rbln_memory_snapshot(3)), in PyTorch's layout:
 "segments" with their "blocks", and "device_traces" with the recorded
-events. Call sites are where librbln was called from (the extension, for
-torch code).
+events. With stacks, an allocation an op makes names the op's Python line
+first ({"filename": "model.py", "line": 12}), then where librbln was called
+from (the extension, for torch code).
 """
 
 import ctypes
