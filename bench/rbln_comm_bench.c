@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * rbln_comm_bench - all-reduce of NPU tensors against MPI_Allreduce of
+ * host buffers, 1 KiB to 64 MiB
+ *
+ * Run under mpirun, one NPU per rank (meson compile -C build bench-comm
+ * runs 2 ranks in a guest). For each size, f32 sums: rbln_all_reduce() of
+ * a tensor in device memory, complete after rbln_synchronize(), and
+ * MPI_Allreduce() of a malloc'ed buffer of the same size, alternating in
+ * rounds. Bus bandwidth as nccl-tests defines it: size / time * 2 (n - 1)
+ * / n; the ratio of the two is the cost of staging through the host (and,
+ * in this design, of gathering every rank's parts to fold them on the NPU
+ * in rank order). Each time is the slowest rank's.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include <rbln/rbln.h>
+#include <rbln/rbln_comm.h>
+
+static int rank, nranks;
+
+#define CHECK(expr) do { \
+		if (!(expr)) { \
+			fprintf(stderr, "rbln_comm_bench: rank %d: %s: %s\n", rank, #expr, \
+				rbln_last_error()); \
+			MPI_Abort(MPI_COMM_WORLD, 1); \
+		} \
+	} while (0)
+
+/* The slowest rank's seconds for @iters of rbln_all_reduce on @t. */
+static double time_rbln(rbln_tensor *t, rbln_comm *comm, int device, int iters)
+{
+	double t0, dt, worst;
+	int i;
+
+	MPI_Barrier(MPI_COMM_WORLD);
+	t0 = MPI_Wtime();
+	for (i = 0; i < iters; i++)
+		CHECK(rbln_all_reduce(t, t, RBLN_SUM, comm) == RBLN_OK);
+	CHECK(rbln_synchronize(device) == RBLN_OK);
+	dt = MPI_Wtime() - t0;
+	MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	return worst / iters;
+}
+
+static double time_mpi(float *buf, int64_t n, int iters)
+{
+	double t0, dt, worst;
+	int i;
+
+	MPI_Barrier(MPI_COMM_WORLD);
+	t0 = MPI_Wtime();
+	for (i = 0; i < iters; i++)
+		MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+	dt = MPI_Wtime() - t0;
+	MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	return worst / iters;
+}
+
+int main(int argc, char **argv)
+{
+	const int rounds = 3;
+	int device, round, iters;
+	rbln_comm *comm;
+	MPI_Comm local;
+	int64_t bytes;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+	MPI_Comm_rank(local, &device);
+	MPI_Comm_free(&local);
+	CHECK(rbln_comm_init(&comm, MPI_COMM_WORLD, device) == RBLN_OK);
+	if (!rank)
+		printf("%d ranks, f32 sum; busbw = size / time * 2(n-1)/n; best of %d rounds\n"
+		       "%10s %12s %12s %12s %12s %8s\n", nranks, rounds, "size", "rbln us",
+		       "rbln MB/s", "MPI us", "MPI MB/s", "ratio");
+	for (bytes = 1024; bytes <= 64 << 20; bytes *= 4) {
+		int64_t n = bytes / 4;
+		double best_r = 1e30, best_m = 1e30, t, bus = 2.0 * (nranks - 1) / nranks;
+		float *buf = calloc(n, sizeof(*buf));
+		rbln_tensor *d = rbln_tensor_zeros(&n, 1, RBLN_F32, device);
+
+		CHECK(buf && d && rbln_tensor_materialize(d) == RBLN_OK);
+		/* About 8 MiB moved a measurement, at least one call. */
+		iters = bytes >= (8 << 20) ? 1 : (8 << 20) / bytes;
+		if (iters > 64)
+			iters = 64;
+		time_rbln(d, comm, device, 1);	/* compiles the folds' programs */
+		for (round = 0; round < rounds; round++) {
+			t = time_rbln(d, comm, device, iters);
+			best_r = t < best_r ? t : best_r;
+			t = time_mpi(buf, n, iters);
+			best_m = t < best_m ? t : best_m;
+		}
+		if (!rank)
+			printf("%10lld %12.1f %12.1f %12.1f %12.1f %8.3f\n", (long long)bytes,
+			       best_r * 1e6, bytes / best_r * bus / 1e6, best_m * 1e6,
+			       bytes / best_m * bus / 1e6, best_m / best_r);
+		fflush(stdout);
+		rbln_tensor_free(d);
+		free(buf);
+	}
+	rbln_comm_free(comm);
+	MPI_Finalize();
+	return 0;
+}
