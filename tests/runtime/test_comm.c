@@ -380,6 +380,56 @@ static bool test_send_recv(void)
 	return ok;
 }
 
+/* -(max over ranks of -x) for element @i of input @salt: what ordered_case() computes. */
+static uint64_t neg_max_neg(rbln_dtype dt, int64_t i, uint32_t salt)
+{
+	uint64_t acc = ref_unary(RBLN_UNARY_NEG, dt, gen(dt, 0, i, salt)), b;
+	int r;
+
+	for (r = 1; r < nranks; r++) {
+		b = ref_unary(RBLN_UNARY_NEG, dt, gen(dt, r, i, salt));
+		acc = acc == REF_ANY_QNAN || b == REF_ANY_QNAN ? REF_ANY_QNAN :
+		      ref_binary(RBLN_BINARY_MAX, dt, (uint32_t)acc, (uint32_t)b);
+	}
+	return acc == REF_ANY_QNAN ? acc : ref_unary(RBLN_UNARY_NEG, dt, (uint32_t)acc);
+}
+
+/*
+ * A collective is ordered with the device's other work: an op queued on
+ * its input just before, and one on its result just after, with no
+ * synchronization between them, see the collective's input and result.
+ */
+static bool ordered_case(rbln_dtype dt, int64_t n, uint32_t salt)
+{
+	rbln_tensor *x = input(dt, rank, n, salt), *y, *z;
+	rbln_status st;
+	void *got;
+	bool ok;
+
+	CHECK(x);
+	y = rbln_neg(x);
+	CHECK(y);
+	st = rbln_all_reduce(y, y, RBLN_MAX, comm);
+	if (st)
+		return FAIL("rbln_all_reduce: %s", rbln_status_name(st));
+	z = rbln_neg(y);
+	CHECK(z);
+	got = data_of(z);
+	CHECK(got);
+	ok = MATCH(got, dt, n, neg_max_neg(dt, _k, salt));
+	free(got);
+	rbln_tensor_free(z);
+	rbln_tensor_free(y);
+	rbln_tensor_free(x);
+	return ok;
+}
+
+static bool test_ordered_with_device_work(void)
+{
+	return ordered_case(RBLN_F32, two_chunks(RBLN_F32), 71) &
+	       ordered_case(RBLN_BF16, 1001, 72) & ordered_case(RBLN_I32, 1001, 73);
+}
+
 /* Does the last error contain @text? */
 static bool error_has(const char *text)
 {
@@ -684,6 +734,7 @@ static const struct {
 	{ "reduce_scatter", test_reduce_scatter },
 	{ "broadcast", test_broadcast },
 	{ "send_recv", test_send_recv },
+	{ "ordered_with_device_work", test_ordered_with_device_work },
 	{ "mismatched_dtype", test_mismatched_dtype },
 	{ "mismatched_size", test_mismatched_size },
 	{ "mismatched_op_and_collective", test_mismatched_op_and_collective },
