@@ -12,8 +12,9 @@
  * exchanged all-to-all (reduce-scatter), so every rank holds every rank's
  * part of it; the parts go to a device buffer and EW_BINARY folds them in
  * rank order, ((p0 op p1) op p2) ..., as the ISA rounds each step: every
- * rank computes the same bits, and a CPU can reproduce them. This moves
- * size times the data a ring would, for one fixed order and no host math.
+ * rank computes the same bits, and a CPU can reproduce them. An
+ * all-reduce receives size - 1 times its tensor where a ring receives
+ * less than twice: the price of one fixed order and no host math.
  *
  * No rank may leave another waiting: before any data moves, every rank
  * publishes what it was asked to do and whether its own arguments were
