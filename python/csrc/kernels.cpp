@@ -51,13 +51,36 @@ bool fits(at::ScalarType type, double value)
 	return true;
 }
 
-/* A Python number (torch wraps it in a 0-d CPU tensor) that fits @type. */
+/*
+ * A Python number (torch wraps it in a 0-d CPU tensor of double, int64 or
+ * bool) that fits @type, read in place: item() would be a dispatch.
+ */
 bool scalar_operand(const at::Tensor &t, at::ScalarType type, double *value)
 {
 	if (t.dim() != 0 || !t.is_cpu() || !t.unsafeGetTensorImpl()->is_wrapped_number())
 		return false;
-	*value = t.item<double>();
+	switch (t.scalar_type()) {
+	case at::kDouble:
+		*value = *t.const_data_ptr<double>();
+		break;
+	case at::kLong:
+		*value = static_cast<double>(*t.const_data_ptr<int64_t>());
+		break;
+	case at::kBool:
+		*value = *t.const_data_ptr<bool>();
+		break;
+	default:
+		return false;
+	}
 	return fits(type, *value);
+}
+
+/* torch's result dtype; one dtype's, without a dispatch, when both have it. */
+at::ScalarType result_dtype(const at::Tensor &self, const at::Tensor &other)
+{
+	if (self.scalar_type() == other.scalar_type())
+		return self.scalar_type();
+	return at::result_type(self, other);
 }
 
 #define FALLBACK(op, ...) \
@@ -70,7 +93,7 @@ bool scalar_operand(const at::Tensor &t, at::ScalarType type, double *value)
 at::Tensor binary(const at::Tensor &self, const at::Tensor &other, binary_fn fn, scalar_fn sfn,
 		  const char *name, bool *done)
 {
-	at::ScalarType out = at::result_type(self, other);
+	at::ScalarType out = result_dtype(self, other);
 	double s;
 
 	*done = false;
@@ -149,7 +172,7 @@ bool in_place_ok(const at::Tensor &self, const at::Tensor &other)
 {
 	Operand s(self);
 
-	return s && at::result_type(self, other) == self.scalar_type();
+	return s && result_dtype(self, other) == self.scalar_type();
 }
 
 at::Tensor &add_(at::Tensor &self, const at::Tensor &other, const at::Scalar &alpha)

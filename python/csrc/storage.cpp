@@ -101,7 +101,7 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &the_allocator);
 
 at::Tensor wrap(rbln_tensor *t, at::ScalarType type)
 {
-	std::vector<int64_t> sizes(rbln_tensor_ndim(t));
+	c10::SmallVector<int64_t, RBLN_MAX_DIMS> sizes(rbln_tensor_ndim(t));
 	size_t nbytes = rbln_tensor_nbytes(t);
 
 	for (size_t i = 0; i < sizes.size(); i++)
@@ -119,7 +119,7 @@ at::Tensor wrap(rbln_tensor *t, at::ScalarType type)
 Operand::Operand(const at::Tensor &tensor)
 {
 	rbln_tensor *base = storage_tensor(tensor);
-	std::vector<int64_t> sizes = tensor.sizes().vec();
+	at::IntArrayRef sizes = tensor.sizes();
 	rbln_dtype dtype;
 	bool same;
 
