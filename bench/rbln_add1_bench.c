@@ -1,43 +1,49 @@
 // SPDX-License-Identifier: MIT
 /*
  * rbln_add1_bench - a warm-hit add of one f32 element through librbln's C
- * API: the baseline of torch.rbln's benchmark (torch_rbln_bench.py), which
- * runs the same op through torch in the same guest run.
+ * API: the baseline of torch.rbln's benchmark (torch_rbln_bench.py).
  *
- * Prints "c_add_ns N": nanoseconds per add, the fastest of 5 rounds of 500,
- * each add queued and its result freed, one synchronize per round, as a
- * torch loop `c = a + b` does.
+ * A library, not a program: the benchmark loads it into its own process
+ * and runs its rounds between rounds of the same op through torch, so the
+ * two share the guest, the C library and the moment, and noise from the
+ * rest of the machine falls on both alike.
  */
 
 #include "runtime_bench.h"
 
-int main(void)
+/*
+ * Nanoseconds per add over @n adds of two one-element f32 tensors on
+ * device 0, each add queued and its result freed, one synchronize at the
+ * end, as a torch loop `c = a + b` does; -1 with librbln's message on
+ * stderr on failure. The operands are made by the first call and kept:
+ * the benchmark calls it from one thread.
+ */
+double rbln_add1_round(int n)
 {
+	static rbln_tensor *a, *b;
 	int64_t shape[1] = { 1 };
 	float one = 1.0f;
-	rbln_tensor *a = rbln_tensor_from_data(&one, shape, 1, RBLN_F32, 0);
-	rbln_tensor *b = rbln_tensor_from_data(&one, shape, 1, RBLN_F32, 0);
-	double rounds[5], t;
-	int r, i;
+	double t;
+	int i;
 
-	if (!a || !b)
-		die("tensors");
-	for (r = -1; r < 5; r++) {
-		t = now();
-		for (i = 0; i < 500; i++) {
-			rbln_tensor *c = rbln_add(a, b);
-
-			if (!c)
-				die("add");
-			rbln_tensor_free(c);
-		}
-		if (rbln_synchronize(0))
-			die("synchronize");
-		if (r >= 0)	/* the first round compiles and warms up */
-			rounds[r] = (now() - t) / 500;
+	if (!a) {
+		a = rbln_tensor_from_data(&one, shape, 1, RBLN_F32, 0);
+		b = rbln_tensor_from_data(&one, shape, 1, RBLN_F32, 0);
 	}
-	printf("c_add_ns %.0f\n", min_of(rounds, 5) * 1e9);
-	rbln_tensor_free(a);
-	rbln_tensor_free(b);
-	return 0;
+	if (!a || !b)
+		goto fail;
+	t = now();
+	for (i = 0; i < n; i++) {
+		rbln_tensor *c = rbln_add(a, b);
+
+		if (!c)
+			goto fail;
+		rbln_tensor_free(c);
+	}
+	if (rbln_synchronize(0))
+		goto fail;
+	return (now() - t) / n * 1e9;
+fail:
+	fprintf(stderr, "rbln_add1_round: %s\n", rbln_last_error());
+	return -1;
 }
