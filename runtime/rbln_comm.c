@@ -8,13 +8,13 @@
  * and back to the device by DMA. The next chunk's DMA is queued before
  * this chunk's MPI call, so the device copies while the network works.
  *
- * Reductions run on the NPU. Each chunk is all-gathered (all-reduce) or
- * exchanged all-to-all (reduce-scatter), so every rank holds every rank's
- * part of it; the parts go to a device buffer and EW_BINARY folds them in
- * rank order, ((p0 op p1) op p2) ..., as the ISA rounds each step: every
- * rank computes the same bits, and a CPU can reproduce them. An
- * all-reduce receives size - 1 times its tensor where a ring receives
- * less than twice: the price of one fixed order and no host math.
+ * Reductions run on the NPU. A reduce-scatter sends part r of each chunk
+ * to rank r (MPI_Alltoall), which copies every rank's part to a device
+ * buffer where EW_BINARY folds them in rank order, ((p0 op p1) op p2) ...,
+ * rounded as the ISA rounds each step. An all-reduce does the same with
+ * segment r of each chunk, then all-gathers the folded segments: as much
+ * data as a ring moves, and every element is folded in rank order by one
+ * rank, so every rank gets the same bits and a CPU can reproduce them.
  *
  * No rank may leave another waiting: before any data moves, every rank
  * publishes what it was asked to do and whether its own arguments were
@@ -102,6 +102,29 @@ static bool is_reduction(enum coll_kind kind)
 static bool is_gathered(enum coll_kind kind)
 {
 	return kind == ALL_REDUCE || kind == ALL_GATHER || kind == REDUCE_SCATTER;
+}
+
+/*
+ * An all-reduce of several ranks runs as a reduce-scatter and an
+ * all-gather of each chunk: every rank folds one segment of it.
+ */
+static bool two_phase(const struct coll *k)
+{
+	return k->kind == ALL_REDUCE && k->comm->size > 1;
+}
+
+/* Elements of the part of a chunk of @mc elements that goes to each rank. */
+static int64_t part_of(const struct coll *k, int64_t mc)
+{
+	return two_phase(k) ? (mc + k->comm->size - 1) / k->comm->size : mc;
+}
+
+/* Elements of segment @r of a chunk of @mc elements (an all-reduce's): the last ones may be short. */
+static int64_t seg_len(const struct coll *k, int64_t mc, int r)
+{
+	int64_t seg = part_of(k, mc), lo = r * seg;
+
+	return lo >= mc ? 0 : mc - lo < seg ? mc - lo : seg;
 }
 
 static rbln_status mpi_fail(const char *fn, const char *call, int err)
@@ -475,6 +498,15 @@ static rbln_status fetch(struct coll *k, int64_t c0, int64_t mc, struct rbln_hos
 			k->spans[nspans++] = (struct rbln_staging_span){
 				.bo = k->in_bo, .va = k->in_va + (r * k->n + c0) * k->esize,
 				.at = r * bytes, .bytes = bytes };
+	} else if (two_phase(k)) {
+		/* Segment r of the chunk goes to rank r, at its place in a part's stride. */
+		for (r = 0; r < k->comm->size; r++)
+			if (seg_len(k, mc, r))
+				k->spans[nspans++] = (struct rbln_staging_span){
+					.bo = k->in_bo,
+					.va = k->in_va + (c0 + r * part_of(k, mc)) * k->esize,
+					.at = r * part_of(k, mc) * k->esize,
+					.bytes = seg_len(k, mc, r) * k->esize };
 	} else if (k->kind != RECV && (k->kind != BROADCAST || k->comm->rank == k->root)) {
 		k->spans[nspans++] = (struct rbln_staging_span){
 			.bo = k->in_bo, .va = k->in_va + c0 * k->esize, .at = 0, .bytes = bytes };
@@ -487,19 +519,28 @@ static rbln_status fetch(struct coll *k, int64_t c0, int64_t mc, struct rbln_hos
 		return st;
 	}
 	k->last_in = k->last = *point;
-	bounce(k, true, nspans * bytes);
+	for (r = 0; r < nspans; r++)
+		bounce(k, true, k->spans[r].bytes);
 	return RBLN_OK;
 }
 
-/* Chunk @c0 (@mc elements a part) through MPI: from @s to @g (the same for broadcast and recv). */
+/*
+ * Chunk @c0 (@mc elements; a part of it from each rank, or all of it)
+ * through MPI: from @s to @g (the same for broadcast and recv).
+ */
 static rbln_status exchange(struct coll *k, void *s, void *g, int64_t mc)
 {
 	const char *fn = kind_names[k->kind];
-	int bytes = mc * k->esize, err;
+	int bytes = part_of(k, mc) * k->esize, err;
 	MPI_Comm mpi = k->comm->mpi;
 
 	switch (k->kind) {
 	case ALL_REDUCE:
+		if (two_phase(k)) {
+			err = MPI_Alltoall(s, bytes, MPI_BYTE, g, bytes, MPI_BYTE, mpi);
+			return err ? mpi_fail(fn, "MPI_Alltoall", err) : RBLN_OK;
+		}
+		/* fall through */
 	case ALL_GATHER:
 		err = MPI_Allgather(s, bytes, MPI_BYTE, g, bytes, MPI_BYTE, mpi);
 		return err ? mpi_fail(fn, "MPI_Allgather", err) : RBLN_OK;
@@ -578,6 +619,96 @@ static bool scratch(struct coll *k)
 	return k->scratch != NULL;
 }
 
+/* A failed rank's part in the all-gather of a chunk of an all-reduce (@mc elements). */
+static rbln_status exchange_scratch_gather(struct coll *k, int64_t mc)
+{
+	int bytes = part_of(k, mc) * k->esize, err;
+
+	err = MPI_Allgather(k->scratch, bytes, MPI_BYTE, k->scratch + RBLN_STAGING_CHUNK, bytes,
+			    MPI_BYTE, k->comm->mpi);
+	return err ? mpi_fail(kind_names[k->kind], "MPI_Allgather", err) : RBLN_OK;
+}
+
+/*
+ * Chunk @c0 of an all-reduce (@mc elements), whose segment r (this
+ * rank's) every rank sent to staging buffer @g: folded on the NPU into
+ * the result, back to the host by way of @s (the chunk's staging buffer,
+ * read by MPI already), all-gathered into @g, and every other rank's
+ * folded segment to the result. A failure on the way still takes part in
+ * the all-gather, with scratch data; an MPI failure is *@mpi.
+ */
+static rbln_status store_folded(struct coll *k, int slot, int64_t c0, int64_t mc,
+				struct rbln_host_buf **g, struct rbln_host_buf *s, rbln_status *mpi)
+{
+	int size = k->comm->size, rank = k->comm->rank, r, nspans = 0, err;
+	int64_t part = part_of(k, mc), len = seg_len(k, mc, rank);
+	size_t pbytes = part * k->esize;
+	uint64_t fold, dst, point = 0, gpoint = 0, sent = 0;
+	struct rbln_staging_span span;
+	uint32_t bos[2];
+	rbln_status st;
+
+	fold = rbln_block_va(k->fold) + (uint64_t)slot * size * part_of(k, k->m) * k->esize;
+	dst = k->out_va + (c0 + rank * part) * k->esize;
+	span = (struct rbln_staging_span){ .bo = rbln_block_handle(k->fold), .va = fold, .at = 0,
+					   .bytes = size * pbytes };
+	st = rbln_staging_dma(k->d, *g, &span, 1, true, &gpoint);
+	if (!st) {
+		k->last = gpoint;
+		bounce(k, false, span.bytes);
+	}
+	bos[0] = k->out_bo;
+	bos[1] = rbln_block_handle(k->fold);
+	for (r = 1; r < size && len && !st; r++) {
+		st = rbln_ew_binary(k->d, op_subs[k->op], k->in->dtype, len, dst,
+				    r == 1 ? fold : dst, fold + r * pbytes, bos, 2,
+				    kind_ops[k->kind], k->site, &point);
+		if (!st)
+			k->last = point;
+	}
+	if (!st && len) {
+		span = (struct rbln_staging_span){ .bo = k->out_bo, .va = dst, .at = 0,
+						   .bytes = len * k->esize };
+		st = rbln_staging_dma(k->d, s, &span, 1, false, &point);
+		if (!st) {
+			k->last = point;
+			bounce(k, true, span.bytes);
+		}
+	}
+	/* Also the job that read @g: MPI writes there next. */
+	if (!st)
+		st = rbln_wait_point(k->d, k->last);
+
+	if (st && !scratch(k)) {
+		*mpi = st;	/* cannot even take part */
+	} else {
+		err = st ? MPI_Allgather(k->scratch, pbytes, MPI_BYTE,
+					 k->scratch + RBLN_STAGING_CHUNK, pbytes, MPI_BYTE,
+					 k->comm->mpi) :
+			   MPI_Allgather(s->cpu, pbytes, MPI_BYTE, (*g)->cpu, pbytes, MPI_BYTE,
+					 k->comm->mpi);
+		if (err)
+			*mpi = mpi_fail(kind_names[k->kind], "MPI_Allgather", err);
+	}
+	if (!st && !*mpi) {
+		for (r = 0; r < size; r++)
+			if (r != rank && seg_len(k, mc, r))
+				k->spans[nspans++] = (struct rbln_staging_span){
+					.bo = k->out_bo,
+					.va = k->out_va + (c0 + r * part) * k->esize,
+					.at = r * pbytes, .bytes = seg_len(k, mc, r) * k->esize };
+		st = nspans ? rbln_staging_dma(k->d, *g, k->spans, nspans, true, &point) : RBLN_OK;
+		if (!st && nspans) {
+			gpoint = k->last = point;
+			for (r = 0; r < nspans; r++)
+				sent += k->spans[r].bytes;
+			bounce(k, false, sent);
+		}
+	}
+	release(k, g, gpoint);
+	return st;
+}
+
 /* The chunks, each fetched while the one before is in MPI's hands. */
 static rbln_status run(struct coll *k)
 {
@@ -608,8 +739,12 @@ static rbln_status run(struct coll *k)
 			mpi = exchange(k, k->scratch, k->scratch + RBLN_STAGING_CHUNK, mc);
 		else
 			mpi = exchange(k, s[cur]->cpu, g ? g->cpu : s[cur]->cpu, mc);
-		if (!st && !mpi)
+		if (!st && !mpi && two_phase(k))
+			st = store_folded(k, cur, c0, mc, &g, s[cur], &mpi);
+		else if (!st && !mpi)
 			st = store(k, cur, c0, mc, g ? &g : &s[cur]);
+		else if (!mpi && two_phase(k))
+			mpi = exchange_scratch_gather(k, mc);
 		release(k, &g, 0);
 		release(k, &s[cur], fetched[cur]);
 	}
@@ -647,7 +782,8 @@ static rbln_status prepare(struct coll *k)
 				 kind_names[k->kind]);
 	if (!is_reduction(k->kind) || size == 1)
 		return RBLN_OK;
-	ret = rbln_allocator_alloc(k->d->alloc, 2 * (uint64_t)size * k->m * k->esize, 0, &k->fold,
+	ret = rbln_allocator_alloc(k->d->alloc, 2 * (uint64_t)size * part_of(k, k->m) * k->esize,
+				   0, &k->fold,
 				   msg, sizeof(msg));
 	if (ret)
 		return rbln_fail(rbln_errno_status(ret), "%s: rbln:%d: %s", kind_names[k->kind],
@@ -669,6 +805,9 @@ static rbln_status collective(struct coll *k)
 		k->esize = rbln_dtype_size(k->in->dtype);
 		/* A gathered chunk holds every rank's part in one staging buffer. */
 		k->m = RBLN_STAGING_CHUNK / k->esize / (is_gathered(k->kind) ? comm->size : 1);
+		/* An all-reduce's chunk is those parts, a segment for each rank to fold. */
+		if (two_phase(k))
+			k->m *= comm->size;
 		if (k->n && k->m > k->n)
 			k->m = k->n;
 		if (!k->m)

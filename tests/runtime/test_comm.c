@@ -39,14 +39,20 @@ static const int64_t sizes[] = { 0, 1, 7, 1001 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 /*
- * Two chunks of a collective that gathers every rank's part of a chunk
- * in a 2 MiB staging buffer: a chunk and three elements. Under TCG a
- * million elements cost some 4 s (the NPU's folds and the reference's),
- * so max and min fold this many for one dtype only.
+ * Two chunks of all-gather and reduce-scatter, which hold every rank's
+ * part of a chunk in a 2 MiB staging buffer: a chunk and three elements.
+ * Under TCG a million elements cost some 4 s (the NPU's folds and the
+ * reference's), so max and min fold this many for one dtype only.
  */
 static int64_t two_chunks(rbln_dtype dt)
 {
 	return (2 << 20) / nranks / rbln_dtype_size(dt) + 3;
+}
+
+/* Two chunks of an all-reduce, whose chunk is 2 MiB of the tensor, in segments of uneven sizes. */
+static int64_t two_reduce_chunks(rbln_dtype dt)
+{
+	return (2 << 20) / rbln_dtype_size(dt) + 3;
 }
 
 /* Fails the current case on this rank, saying why on stderr. */
@@ -185,10 +191,13 @@ static bool test_all_reduce(void)
 		for (d = 0; d < NDTYPES; d++) {
 			for (s = 0; s < NSIZES; s++)
 				ok &= all_reduce_case(redops[o], dtypes[d], sizes[s], false, 1 + s);
+			/* One chunk, a segment a rank. */
 			if (redops[o] == RBLN_SUM)
 				ok &= all_reduce_case(redops[o], dtypes[d], two_chunks(dtypes[d]),
 						      false, 9);
 		}
+	ok &= all_reduce_case(RBLN_SUM, RBLN_F16, two_reduce_chunks(RBLN_F16), false, 10);
+	ok &= all_reduce_case(RBLN_MAX, RBLN_I32, two_reduce_chunks(RBLN_I32), false, 10);
 	return ok;
 }
 
@@ -200,7 +209,7 @@ static bool test_all_reduce_in_place(void)
 	for (o = 0; o < 3; o++)
 		for (d = 0; d < NDTYPES; d++)
 			ok &= all_reduce_case(redops[o], dtypes[d], 1001, true, 11);
-	ok &= all_reduce_case(RBLN_MAX, RBLN_I8, two_chunks(RBLN_I8), true, 11);
+	ok &= all_reduce_case(RBLN_MIN, RBLN_F32, two_reduce_chunks(RBLN_F32), true, 11);
 	return ok;
 }
 
@@ -426,7 +435,7 @@ static bool ordered_case(rbln_dtype dt, int64_t n, uint32_t salt)
 
 static bool test_ordered_with_device_work(void)
 {
-	return ordered_case(RBLN_F32, two_chunks(RBLN_F32), 71) &
+	return ordered_case(RBLN_F32, two_reduce_chunks(RBLN_F32), 71) &
 	       ordered_case(RBLN_BF16, 1001, 72) & ordered_case(RBLN_I32, 1001, 73);
 }
 
@@ -636,7 +645,8 @@ static bool test_comm_init(void)
  */
 static bool test_explain_and_memory(void)
 {
-	const int64_t n = 1001;
+	const int64_t n = 1001, part = (n + nranks - 1) / nranks;
+	const int64_t mine = n - rank * part < part ? n - rank * part : part;
 	rbln_tensor *a = input(RBLN_F32, rank, n, 67), *b = output(RBLN_F32, n);
 	struct rbln_explain_dump dump;
 	rbln_explain *e;
@@ -653,8 +663,13 @@ static bool test_explain_and_memory(void)
 	CHECK(rbln_all_reduce(a, b, RBLN_SUM, comm) == RBLN_OK);
 	CHECK(rbln_explain_end(e) == RBLN_OK);
 	CHECK(rbln_explain_dump(e, &dump) == RBLN_OK);
-	if (dump.host_bounce.to_host_bytes != n * 4 ||
-	    dump.host_bounce.to_device_bytes != n * 4 * nranks)
+	/*
+	 * Out: the tensor, then the folded segment. In: every rank's part of
+	 * this rank's segment (the size of the largest), then the others'
+	 * folded segments.
+	 */
+	if (dump.host_bounce.to_host_bytes != (n + mine) * 4 ||
+	    dump.host_bounce.to_device_bytes != (nranks * part + n - mine) * 4)
 		ok = FAIL("bounces: %lld bytes to the host, %lld to the device",
 			  (long long)dump.host_bounce.to_host_bytes,
 			  (long long)dump.host_bounce.to_device_bytes);
@@ -664,8 +679,8 @@ static bool test_explain_and_memory(void)
 			ok = FAIL("bounce site %s, caller %s", dump.host_bounce.by_site[i].site,
 				  dump.host_bounce.by_site[i].caller ?: "none");
 	ok &= dump.host_bounce.nsites == 2;
-	/* Every rank's parts of the chunk, twice, on the device while folding. */
-	if (rbln_max_memory_allocated(device) - before < 2 * nranks * n * 4)
+	/* Every rank's part of this rank's segment, for two chunks, on the device while folding. */
+	if (rbln_max_memory_allocated(device) - before < 2 * nranks * part * 4)
 		ok = FAIL("peak %lld over %lld before", (long long)rbln_max_memory_allocated(device),
 			  (long long)before);
 	if (rbln_memory_allocated(device) != before)
@@ -705,7 +720,7 @@ static bool inject(const char *what)
  */
 static bool test_failure_midway(void)
 {
-	int64_t n = two_chunks(RBLN_F32);
+	int64_t n = two_reduce_chunks(RBLN_F32);
 	rbln_tensor *a = input(RBLN_F32, rank, n, 70), *b = output(RBLN_F32, n);
 	rbln_status st;
 	bool ok;
