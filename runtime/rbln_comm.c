@@ -633,12 +633,14 @@ static rbln_status exchange_scratch_gather(struct coll *k, int64_t mc)
  * Chunk @c0 of an all-reduce (@mc elements), whose segment r (this
  * rank's) every rank sent to staging buffer @g: folded on the NPU into
  * the result, back to the host by way of @s (the chunk's staging buffer,
- * read by MPI already), all-gathered into @g, and every other rank's
- * folded segment to the result. A failure on the way still takes part in
- * the all-gather, with scratch data; an MPI failure is *@mpi.
+ * read by MPI already; *@s_point: the last job using it), all-gathered
+ * into @g, and every other rank's folded segment to the result. A failure
+ * on the way still takes part in the all-gather, with scratch data; an
+ * MPI failure is *@mpi.
  */
 static rbln_status store_folded(struct coll *k, int slot, int64_t c0, int64_t mc,
-				struct rbln_host_buf **g, struct rbln_host_buf *s, rbln_status *mpi)
+				struct rbln_host_buf **g, struct rbln_host_buf *s,
+				uint64_t *s_point, rbln_status *mpi)
 {
 	int size = k->comm->size, rank = k->comm->rank, r, nspans = 0, err;
 	int64_t part = part_of(k, mc), len = seg_len(k, mc, rank);
@@ -671,7 +673,7 @@ static rbln_status store_folded(struct coll *k, int slot, int64_t c0, int64_t mc
 						   .bytes = len * k->esize };
 		st = rbln_staging_dma(k->d, s, &span, 1, false, &point);
 		if (!st) {
-			k->last = point;
+			k->last = *s_point = point;
 			bounce(k, true, span.bytes);
 		}
 	}
@@ -740,7 +742,7 @@ static rbln_status run(struct coll *k)
 		else
 			mpi = exchange(k, s[cur]->cpu, g ? g->cpu : s[cur]->cpu, mc);
 		if (!st && !mpi && two_phase(k))
-			st = store_folded(k, cur, c0, mc, &g, s[cur], &mpi);
+			st = store_folded(k, cur, c0, mc, &g, s[cur], &fetched[cur], &mpi);
 		else if (!st && !mpi)
 			st = store(k, cur, c0, mc, g ? &g : &s[cur]);
 		else if (!mpi && two_phase(k))
