@@ -52,6 +52,20 @@ static void fill(uint32_t *p, size_t bytes, uint32_t seed)
 		p[i] = seed + (uint32_t)i;
 }
 
+/* Object @handle of @from, imported by @to as *@h (its info in *@info): 0, or an ioctl's error. */
+static int share(struct rbln_drm_device *from, uint32_t handle, struct rbln_drm_device *to,
+		 uint32_t *h, struct rbln_drm_bo_info *info)
+{
+	int fd, ret;
+
+	ret = rbln_drm_bo_export(from, handle, &fd);
+	if (ret)
+		return ret;
+	ret = rbln_drm_bo_import(to, fd, h);
+	close(fd);
+	return ret ?: rbln_drm_bo_info(to, *h, info);
+}
+
 static int check(const uint32_t *p, size_t bytes, uint32_t seed)
 {
 	size_t i;
@@ -253,7 +267,6 @@ TEST_F(prime, peer_object_carries_dma_both_ways)
 	struct rbln_drm_bo_info info;
 	uint32_t peer, bos[2];
 	uint64_t len = 1 << 20;
-	int fd;
 
 	ASSERT_EQ(0, rbln_test_buf_new(self->a, len, RBLN_BO_HOST, 0, &ha));
 	ASSERT_EQ(0, rbln_test_buf_new(self->a, len, RBLN_BO_DEVICE, 0, &mem));
@@ -263,10 +276,7 @@ TEST_F(prime, peer_object_carries_dma_both_ways)
 	bos[1] = ha.handle;
 	ASSERT_EQ(1, dma_copy(self->a, mem.va, ha.va, len, bos, 2));
 
-	ASSERT_EQ(0, rbln_drm_bo_export(self->a, mem.handle, &fd));
-	ASSERT_EQ(0, rbln_drm_bo_import(self->b, fd, &peer));
-	close(fd);
-	ASSERT_EQ(0, rbln_drm_bo_info(self->b, peer, &info));
+	ASSERT_EQ(0, share(self->a, mem.handle, self->b, &peer, &info));
 	bos[0] = peer;
 	bos[1] = hb.handle;
 	/* Read: device 0's bytes arrive in device 1's host object. */
@@ -345,7 +355,7 @@ TEST_F(prime, peer_object_is_an_elementwise_operand)
 	uint32_t peer, queue, bos[2];
 	struct rbln_drm_cmd c;
 	const uint32_t *sum;
-	int fd, bad = 0;
+	int bad = 0;
 
 	ASSERT_EQ(0, rbln_test_buf_new(self->a, len, RBLN_BO_HOST, 0, &ha));
 	ASSERT_EQ(0, rbln_test_buf_new(self->a, 2 * len, RBLN_BO_DEVICE, 0, &mem));
@@ -357,10 +367,7 @@ TEST_F(prime, peer_object_is_an_elementwise_operand)
 	bos[1] = ha.handle;
 	ASSERT_EQ(1, dma_copy(self->a, mem.va, ha.va, len, bos, 2));
 
-	ASSERT_EQ(0, rbln_drm_bo_export(self->a, mem.handle, &fd));
-	ASSERT_EQ(0, rbln_drm_bo_import(self->b, fd, &peer));
-	close(fd);
-	ASSERT_EQ(0, rbln_drm_bo_info(self->b, peer, &info));
+	ASSERT_EQ(0, share(self->a, mem.handle, self->b, &peer, &info));
 	ASSERT_EQ(0, rbln_drm_queue_create(self->b, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
 	rbln_drm_cmd_init(&c, cmd.cpu, PAGE);
 	/* Its first half holds 5 + i, its second half was never written. */
