@@ -13,7 +13,7 @@
  *  - the device's own time per op (drm-engine-npu of the process's
  *    fdinfo, during the replays): what a graph cannot take away. The
  *    emulated NPU computes floats in the guest's CPU, which QEMU's TCG
- *    makes slow: at 1,024 elements it is most of a replay.
+ *    makes slow: at 1,024 elements it is most of a replay's time.
  *
  * Run by `meson compile -C build bench-graph` in a guest with one NPU.
  * Not a test: it gates nothing.
