@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "rbln/rbln.h"	/* the states and actions of snapshots and history */
+#include "rbln_export.h"
 
 /* Where segments come from: the driver (BO_CREATE DEVICE) in librbln, a mock in tests. */
 struct rbln_segment_ops {
@@ -67,18 +68,19 @@ void rbln_allocator_destroy(struct rbln_allocator *a);	/* frees every segment; b
  * 0 and *out, or -ENOMEM with an explanation in @msg (msg may be NULL; msglen its size) when the device
  * is out of memory after the OOM ladder, or -EINVAL for size 0 / absurd sizes (> 2^48), or the provider's errno.
  */
-int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue,
+RBLN_INTERNAL int rbln_allocator_alloc(struct rbln_allocator *a, uint64_t size, uint32_t queue,
 			 struct rbln_block **out, char *msg, size_t msglen);
 /*
  * Frees a block. @last_point is the device timeline point of the last job that used it (0: none in flight),
  * @last_queue the queue that job ran on: until that point is done, the block may be reused only by
  * work on the same queue (which runs in order after it), like PyTorch's stream-ordered reuse.
  */
-void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b, uint64_t last_point, uint32_t last_queue);
+RBLN_INTERNAL void rbln_allocator_free(struct rbln_allocator *a, struct rbln_block *b,
+				       uint64_t last_point, uint32_t last_queue);
 
-uint64_t rbln_block_va(const struct rbln_block *b);	/* device address of the block */
+RBLN_INTERNAL uint64_t rbln_block_va(const struct rbln_block *b);	/* device address of the block */
 uint64_t rbln_block_size(const struct rbln_block *b);	/* the rounded size */
-uint32_t rbln_block_handle(const struct rbln_block *b);	/* a BO of its memory (for job BO lists) */
+RBLN_INTERNAL uint32_t rbln_block_handle(const struct rbln_block *b);	/* a BO of its memory (for job BO lists) */
 /*
  * The BO behind byte @offset of @b, *obj_offset that byte's offset in it
  * and *len how many bytes of @b from @offset it holds: an expandable

@@ -14,7 +14,8 @@
 #include <stdint.h>
 #include <time.h>
 
-extern atomic_bool rbln_explain_open;
+#include "rbln_export.h"
+extern RBLN_INTERNAL atomic_bool rbln_explain_open;
 
 static inline bool rbln_explain_active(void)
 {
@@ -51,7 +52,8 @@ void rbln_explain_dispatch(enum rbln_dispatch_kind kind, const char *op, uint64_
  * Data of @bytes crossed between host and device because op @op needed it
  * on the other side (@to_host: device to host), called from @site.
  */
-void rbln_explain_bounce(const char *op, bool to_host, uint64_t bytes, const void *site);
+RBLN_INTERNAL void rbln_explain_bounce(const char *op, bool to_host, uint64_t bytes,
+				       const void *site);
 
 /* A graph of @ops ops replayed, its submission taking @ns of host time. */
 void rbln_explain_graph_replay(int64_t ops, uint64_t ns);

@@ -46,10 +46,10 @@ static inline bool rbln_grow(void **v, size_t *cap, size_t need, size_t size)
 }
 
 /* Sets the calling thread's last error; returns @status. */
-rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
+RBLN_INTERNAL rbln_status rbln_fail(rbln_status status, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* The status a negative errno from the driver or the allocator maps to. */
-rbln_status rbln_errno_status(int err);
+RBLN_INTERNAL rbln_status rbln_errno_status(int err);
 
 /*
  * A host buffer object the device reaches (a command buffer or a staging
@@ -141,7 +141,7 @@ struct rbln_ldev {
 };
 
 /* The logical device @device (-1: current) with every member opened; NULL and an error if none. */
-struct rbln_ldev *rbln_ldev_get(int device);
+RBLN_INTERNAL struct rbln_ldev *rbln_ldev_get(int device);
 /* Physical device @physical if it has been opened, else NULL: never opens one. */
 struct rbln_dev *rbln_pdev_if_open(int physical);
 /* The physical index of @d. */
@@ -184,7 +184,7 @@ struct rbln_tensor {
 #define RBLN_TENSOR_MAGIC 0x72626c6e54656e73ull	/* "rblnTens" */
 
 /* Is @t a live tensor? Else fails naming @fn. */
-bool rbln_tensor_ok(const rbln_tensor *t, const char *fn);
+RBLN_INTERNAL bool rbln_tensor_ok(const rbln_tensor *t, const char *fn);
 /* Takes a reference to @t for a graph; rbln_tensor_put() drops it (the last one frees @t). */
 void rbln_tensor_get(rbln_tensor *t);
 void rbln_tensor_put(rbln_tensor *t);
@@ -192,7 +192,7 @@ void rbln_tensor_put(rbln_tensor *t);
 rbln_tensor *rbln_tensor_new_device(const int64_t *shape, int ndim, rbln_dtype dtype,
 				    int device, const char *fn);
 /* Materializes @t (taking its lock); RBLN_OK at once if it is. */
-rbln_status rbln_tensor_ensure_device(rbln_tensor *t);
+RBLN_INTERNAL rbln_status rbln_tensor_ensure_device(rbln_tensor *t);
 /*
  * The tensor's data in host memory: a CPU tensor's own, else a malloc'ed
  * copy (the caller frees it) read from the devices (*@from_device) or
@@ -215,7 +215,7 @@ void rbln_replicas_free(struct rbln_shard *r, int n);
  */
 rbln_status rbln_shard_alloc(struct rbln_shard *s, int device, const char *op);
 /* Notes that the job at @point used @s's block. */
-void rbln_shard_used(struct rbln_shard *s, uint64_t point);
+RBLN_INTERNAL void rbln_shard_used(struct rbln_shard *s, uint64_t point);
 
 /*
  * Queues @out = @a @sub @b over @count elements of @dtype at device
@@ -223,9 +223,10 @@ void rbln_shard_used(struct rbln_shard *s, uint64_t point);
  * (rbln_ops.c); explain() sees op @name called from @site. *@point gets
  * the job's point.
  */
-rbln_status rbln_ew_binary(struct rbln_dev *d, unsigned int sub, rbln_dtype dtype, int64_t count,
-			   uint64_t out, uint64_t a, uint64_t b, const uint32_t *bos, uint32_t nbos,
-			   const char *name, const void *site, uint64_t *point);
+RBLN_INTERNAL rbln_status rbln_ew_binary(struct rbln_dev *d, unsigned int sub, rbln_dtype dtype,
+					int64_t count, uint64_t out, uint64_t a, uint64_t b,
+					const uint32_t *bos, uint32_t nbos, const char *name,
+					const void *site, uint64_t *point);
 
 /* Element encodings (rbln_dtype.c), with the ISA's conversion rules. */
 void rbln_dtype_encode(rbln_dtype dtype, double v, void *dst);
@@ -233,7 +234,8 @@ double rbln_dtype_decode(rbln_dtype dtype, const void *src);
 
 /* Host buffers and jobs (rbln_job.c) */
 rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size, struct rbln_host_buf **out);
-void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_buf *b, uint64_t point);
+RBLN_INTERNAL void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_buf *b,
+					 uint64_t point);
 /*
  * Command space in the device's ring of command buffers: @len bytes at
  * *@cpu, device address *@va; with d->lock held, then submitted with
@@ -257,7 +259,7 @@ rbln_status rbln_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len, co
  */
 rbln_status rbln_last_job_fence(struct rbln_dev *d, int *fd);
 /* Waits for @point, and reports a job that failed since the last report. */
-rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point);
+RBLN_INTERNAL rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point);
 /* Waits for @point to be done, failed or not. */
 rbln_status rbln_wait_done(struct rbln_dev *d, uint64_t point);
 bool rbln_point_done(struct rbln_dev *d, uint64_t point);
@@ -276,7 +278,7 @@ struct rbln_graph *rbln_capture_of(int device);
  * @device (-1: the current device) or holds @d (when not NULL): @what names
  * what cannot be captured. RBLN_OK otherwise.
  */
-rbln_status rbln_capture_refuse(int device, struct rbln_dev *d, const char *what);
+RBLN_INTERNAL rbln_status rbln_capture_refuse(int device, struct rbln_dev *d, const char *what);
 /* Fails op @op when @g was invalidated already. */
 rbln_status rbln_capture_valid(struct rbln_graph *g, const char *op);
 /* An op failed while captured: the capture is invalidated with its status and message. */

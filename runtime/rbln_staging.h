@@ -26,7 +26,7 @@
  * A staging buffer of RBLN_STAGING_CHUNK bytes, idle; given back with
  * rbln_host_buf_release() and the point of the last job using it.
  */
-rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_buf **out);
+RBLN_INTERNAL rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_buf **out);
 /*
  * Staging buffer @b is idle again, with d->lock held: true when the pool
  * keeps it, false when the caller is to free it.
@@ -47,7 +47,7 @@ struct rbln_staging_span {
  * job or a few (as many packets as a command buffer holds each). *@point
  * gets the last job's point; @b stays the caller's.
  */
-rbln_status rbln_staging_dma(struct rbln_dev *d, struct rbln_host_buf *b,
+RBLN_INTERNAL rbln_status rbln_staging_dma(struct rbln_dev *d, struct rbln_host_buf *b,
 			     const struct rbln_staging_span *spans, int n, bool to_device,
 			     uint64_t *point);
 
