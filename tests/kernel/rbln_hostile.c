@@ -100,6 +100,22 @@ static uint32_t fill_many(struct file *f, uint64_t va, uint64_t bytes, uint32_t 
 }
 
 /*
+ * As fill_many(), with element-wise adds of one to every i32 word, in
+ * place: the executor works on the memory itself, not through copies.
+ */
+static uint32_t add_many(struct file *f, uint64_t va, uint64_t bytes, uint32_t max)
+{
+	struct rbln_drm_cmd c;
+	uint32_t n = 0;
+
+	rbln_drm_cmd_init(&c, f->cmd.cpu, f->cmd.size);
+	while (n < max && !rbln_drm_cmd_scalar(&c, RBLN_BINARY_ADD, RBLN_DTYPE_I32, va, va, 1,
+					       bytes / 4))
+		n++;
+	return c.len;
+}
+
+/*
  * Finding 1: the lookup walked the address space's node list from a node
  * that is not a mapping when the address was past its end.
  */
@@ -138,7 +154,9 @@ TEST(bo_info_by_va_outside_the_address_space)
  * the device may still write it: the job faults instead. @placement HOST
  * objects stay bound from an earlier job that did list them.
  */
-static void close_under_a_running_job(struct __test_metadata *_metadata, uint32_t placement)
+static void close_under_a_running_job(struct __test_metadata *_metadata, uint32_t placement,
+				      uint32_t (*work)(struct file *f, uint64_t va,
+						       uint64_t bytes, uint32_t max))
 {
 	unsigned int i, done = 0, faulted = 0;
 	struct file f;
@@ -155,7 +173,7 @@ static void close_under_a_running_job(struct __test_metadata *_metadata, uint32_
 			ASSERT_EQ(0, file_submit(&f, len, &victim.handle, 1, &sync));
 			ASSERT_EQ(1, file_wait(&f, sync, 10000));
 		}
-		len = fill_many(&f, victim.va, 4096, 10000);
+		len = work(&f, victim.va, 4096, 10000);
 		ASSERT_EQ(0, file_submit(&f, len, NULL, 0, &sync));
 		/* A little later each time: the close lands at every point of the job. */
 		usleep(i * 250);
@@ -178,12 +196,23 @@ static void close_under_a_running_job(struct __test_metadata *_metadata, uint32_
 
 TEST(close_device_object_under_a_running_job)
 {
-	close_under_a_running_job(_metadata, RBLN_BO_DEVICE);
+	close_under_a_running_job(_metadata, RBLN_BO_DEVICE, fill_many);
 }
 
 TEST(close_bound_host_object_under_a_running_job)
 {
-	close_under_a_running_job(_metadata, RBLN_BO_HOST);
+	close_under_a_running_job(_metadata, RBLN_BO_HOST, fill_many);
+}
+
+/* The same with arithmetic, which writes device and host memory in place. */
+TEST(close_device_object_under_an_elementwise_job)
+{
+	close_under_a_running_job(_metadata, RBLN_BO_DEVICE, add_many);
+}
+
+TEST(close_bound_host_object_under_an_elementwise_job)
+{
+	close_under_a_running_job(_metadata, RBLN_BO_HOST, add_many);
 }
 
 /* The offset of the first nonzero word of @buf, plus one; 0 if none. */
