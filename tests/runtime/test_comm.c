@@ -22,6 +22,7 @@
 #include <rbln/rbln_comm.h>
 
 #include "rbln_ref.h"
+#include "rbln_tensor_data.h"
 
 static const rbln_dtype dtypes[] = { RBLN_F32, RBLN_F16, RBLN_BF16, RBLN_I32, RBLN_I8 };
 #define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
@@ -121,19 +122,6 @@ static rbln_tensor *output(rbln_dtype dt, int64_t n)
 		return NULL;
 	}
 	return t;
-}
-
-/* The tensor's bytes, read back (the caller frees them). */
-static void *data_of(rbln_tensor *t)
-{
-	size_t n = rbln_tensor_nbytes(t);
-	void *p = malloc(n ? n : 1);
-
-	if (p && rbln_tensor_read(t, p, n) != RBLN_OK) {
-		free(p);
-		return NULL;
-	}
-	return p;
 }
 
 /* @op over every rank's element @i of input @salt, in rank order. */

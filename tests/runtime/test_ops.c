@@ -19,22 +19,10 @@
 
 #include "kselftest_harness.h"
 #include "rbln_ref.h"
+#include "rbln_tensor_data.h"
 
 static const rbln_dtype dtypes[] = { RBLN_F32, RBLN_F16, RBLN_BF16, RBLN_I32, RBLN_I8 };
 #define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
-
-/* The tensor's bytes, read back (the caller frees them). */
-static void *data_of(rbln_tensor *t)
-{
-	size_t n = rbln_tensor_nbytes(t);
-	void *p = malloc(n ? n : 1);
-
-	if (p && rbln_tensor_read(t, p, n) != RBLN_OK) {
-		free(p);
-		return NULL;
-	}
-	return p;
-}
 
 /* Does element @i of @got match the expected bits (or any quiet NaN)? */
 static bool elem_ok(rbln_dtype dt, const void *got, size_t i, uint64_t exp)
