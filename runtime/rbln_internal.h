@@ -97,6 +97,7 @@ struct rbln_dev {
 	struct rbln_host_buf *staging;	/* idle staging buffers (rbln_staging.c) */
 	unsigned int nstaging;
 	unsigned int staging_live;	/* staging buffers in existence */
+	struct rbln_stat staging_bytes;	/* their bytes: memory_stats()' staging.* */
 	struct rbln_pending_copy *copies;	/* non-blocking copies' last chunks */
 	struct rbln_peer_ref *peers;	/* other members' objects imported here */
 	size_t npeers, cap_peers;

@@ -56,6 +56,7 @@ rbln_status rbln_memory_stats(int device, struct rbln_memory_stats *out)
 		out->lazy_host_bytes += d->lazy_host_bytes;
 		out->lazy_tensors += d->lazy_tensors;
 		out->lazy_materializations += d->lazy_materializations;
+		stat_add(&out->staging, &d->staging_bytes);
 		pthread_mutex_unlock(&d->lock);
 	}
 	if (l->nmembers > 1) {
@@ -94,6 +95,10 @@ bool rbln_memory_stats_entry(const struct rbln_memory_stats *s, size_t i, const 
 		{ "lazy.host_bytes", s ? s->lazy_host_bytes : 0 },
 		{ "lazy.tensors", s ? s->lazy_tensors : 0 },
 		{ "lazy.materializations", s ? s->lazy_materializations : 0 },
+		{ "staging.current", s ? s->staging.current : 0 },
+		{ "staging.peak", s ? s->staging.peak : 0 },
+		{ "staging.total_allocated", s ? s->staging.total_allocated : 0 },
+		{ "staging.total_freed", s ? s->staging.total_freed : 0 },
 	};
 
 	if (!s || !key || !value) {
@@ -166,14 +171,23 @@ rbln_status rbln_reset_peak_memory_stats(int device)
 
 	if (!l)
 		return rbln_last_status();
-	for (i = 0; i < l->nmembers; i++)
-		rbln_allocator_reset_peak(l->members[i]->alloc);
+	for (i = 0; i < l->nmembers; i++) {
+		struct rbln_dev *d = l->members[i];
+
+		rbln_allocator_reset_peak(d->alloc);
+		pthread_mutex_lock(&d->lock);
+		d->staging_bytes.peak = d->staging_bytes.current;
+		pthread_mutex_unlock(&d->lock);
+	}
 	if (l->nmembers > 1)
 		rbln_alloc_group_reset_peak(&l->group);
 	return RBLN_OK;
 }
 
-/* The allocator's totals and counters, and lazy.materializations, the one lazy count. */
+/*
+ * The allocator's totals and counters, lazy.materializations, the one
+ * lazy count, and the staging buffers' totals.
+ */
 rbln_status rbln_reset_accumulated_memory_stats(int device)
 {
 	struct rbln_ldev *l = rbln_ldev_get(device);
@@ -187,6 +201,8 @@ rbln_status rbln_reset_accumulated_memory_stats(int device)
 		rbln_allocator_reset_accumulated(d->alloc);
 		pthread_mutex_lock(&d->lock);
 		d->lazy_materializations = 0;
+		d->staging_bytes.total_allocated = 0;
+		d->staging_bytes.total_freed = 0;
 		pthread_mutex_unlock(&d->lock);
 	}
 	return RBLN_OK;

@@ -28,6 +28,20 @@ struct rbln_pending_copy {
 	struct rbln_pending_copy *next;
 };
 
+/* A staging buffer of @bytes made (@sign 1) or freed (-1), in the statistics; with d->lock held. */
+static void staging_count_locked(struct rbln_dev *d, int sign, uint64_t bytes)
+{
+	struct rbln_stat *s = &d->staging_bytes;
+
+	s->current += sign * (int64_t)bytes;
+	if (sign > 0)
+		s->total_allocated += bytes;
+	else
+		s->total_freed += bytes;
+	if (s->current > s->peak)
+		s->peak = s->current;
+}
+
 bool rbln_staging_recycle_locked(struct rbln_dev *d, struct rbln_host_buf *b)
 {
 	if (d->nstaging < RBLN_STAGING_POOL) {
@@ -38,6 +52,7 @@ bool rbln_staging_recycle_locked(struct rbln_dev *d, struct rbln_host_buf *b)
 		return true;
 	}
 	d->staging_live--;
+	staging_count_locked(d, -1, b->size);
 	return false;
 }
 
@@ -97,6 +112,7 @@ rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_buf **out)
 	b->staging = true;
 	pthread_mutex_lock(&d->lock);
 	d->staging_live++;
+	staging_count_locked(d, 1, b->size);
 	pthread_mutex_unlock(&d->lock);
 	*out = b;
 	return RBLN_OK;

@@ -38,6 +38,8 @@ def c_stats(device=0):
     out["lazy.host_bytes"] = s.lazy_host_bytes
     out["lazy.tensors"] = s.lazy_tensors
     out["lazy.materializations"] = s.lazy_materializations
+    for f in ("current", "peak", "total_allocated", "total_freed"):
+        out[f"staging.{f}"] = getattr(s.staging, f)
     return out
 
 
@@ -52,7 +54,9 @@ def test_keys():
     stats = torch.rbln.memory_stats()
     assert type(stats) is collections.OrderedDict
     assert list(stats)[:len(SEED_KEYS)] == SEED_KEYS
-    assert list(stats)[len(SEED_KEYS):] == ["lazy.host_bytes", "lazy.tensors", "lazy.materializations"]
+    assert list(stats)[len(SEED_KEYS):] == ["lazy.host_bytes", "lazy.tensors", "lazy.materializations",
+                                            "staging.current", "staging.peak",
+                                            "staging.total_allocated", "staging.total_freed"]
     assert all(type(v) is int for v in stats.values())
 
 

@@ -48,6 +48,7 @@ class MemoryStats(ctypes.Structure):
         ("lazy_host_bytes", ctypes.c_int64),
         ("lazy_tensors", ctypes.c_int64),
         ("lazy_materializations", ctypes.c_int64),
+        ("staging", MemoryStat),
     ]
 
 

@@ -460,7 +460,8 @@ TEST(stats_walk_and_resets)
 		"reserved.total_allocated", "reserved.total_freed", "active.current",
 		"active.peak", "cached.current", "cached.peak", "num_alloc_retries", "num_ooms",
 		"num_device_alloc", "num_device_free", "lazy.host_bytes", "lazy.tensors",
-		"lazy.materializations",
+		"lazy.materializations", "staging.current", "staging.peak",
+		"staging.total_allocated", "staging.total_freed",
 	};
 	int64_t shape[1] = { 1000 }, value;
 	struct rbln_memory_stats s;
@@ -509,6 +510,44 @@ TEST(stats_walk_and_resets)
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_stats(9, &s));
 	EXPECT_EQ(RBLN_ERROR_NO_DEVICE, rbln_memory_allocated(9));
 	EXPECT_FALSE(rbln_memory_stats_entry(NULL, 0, &key, &value));
+}
+
+/*
+ * The pinned host buffers that copies stage through count in staging.*,
+ * apart from device memory: none before the first copy; a copy of three
+ * 2 MiB chunks keeps two in flight, which the device then keeps for the
+ * next copies.
+ */
+TEST(stats_staging)
+{
+	const int64_t chunk = 2 << 20;
+	int64_t shape[1] = { 3 * chunk / 4 + 5 };
+	struct rbln_memory_stats s;
+	float *host = calloc(shape[0], sizeof(float));
+	rbln_tensor *t;
+
+	ASSERT_NE(NULL, host);
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(0, s.staging.current);
+	EXPECT_EQ(0, s.staging.total_allocated);
+	t = rbln_tensor_from_data(host, shape, 1, RBLN_F32, 0);
+	ASSERT_NE(NULL, t);
+	ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(t));
+	ASSERT_EQ(RBLN_OK, rbln_tensor_read(t, host, shape[0] * sizeof(float)));
+	ASSERT_EQ(RBLN_OK, rbln_synchronize(0));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(2 * chunk, s.staging.current);
+	EXPECT_EQ(2 * chunk, s.staging.peak);
+	EXPECT_EQ(2 * chunk, s.staging.total_allocated);
+	EXPECT_EQ(0, s.staging.total_freed);
+	/* Not device memory: the tensor's bytes alone are allocated. */
+	EXPECT_EQ(shape[0] * 4, s.allocated.current);
+	rbln_tensor_free(t);
+	ASSERT_EQ(RBLN_OK, rbln_reset_accumulated_memory_stats(0));
+	ASSERT_EQ(RBLN_OK, rbln_memory_stats(0, &s));
+	EXPECT_EQ(2 * chunk, s.staging.current);
+	EXPECT_EQ(0, s.staging.total_allocated);
+	free(host);
 }
 
 TEST(out_of_device_memory)

@@ -207,6 +207,11 @@ struct rbln_memory_stats {
 	int64_t lazy_host_bytes;	/* lazy.host_bytes */
 	int64_t lazy_tensors;		/* lazy.tensors */
 	int64_t lazy_materializations;	/* lazy.materializations */
+	/*
+	 * Pinned host buffers that stage data between the host and the
+	 * device (tensor copies, collectives): staging.*, not device memory.
+	 */
+	rbln_memory_stat staging;
 };
 
 /* torch.rbln.memory_stats(): the allocator's and the lazy statistics. */
@@ -214,8 +219,8 @@ RBLN_API rbln_status rbln_memory_stats(int device, struct rbln_memory_stats *out
 
 /*
  * Walks @stats as (key, value) pairs with the seed's key names
- * ("allocated.current", ..., "num_device_free", then "lazy.*"): entry @i,
- * for i from 0 until it returns false.
+ * ("allocated.current", ..., "num_device_free", then "lazy.*", then
+ * "staging.*"): entry @i, for i from 0 until it returns false.
  */
 RBLN_API bool rbln_memory_stats_entry(const struct rbln_memory_stats *stats, size_t i,
 			     const char **key, int64_t *value);
