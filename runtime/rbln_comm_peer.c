@@ -1145,7 +1145,8 @@ void rbln_peer_free(struct rbln_peer *p)
 		free(p->xmine);
 	}
 	MPI_Finalized(&finalized);
-	if (!finalized && p->mpi != MPI_COMM_NULL)
+	/* After a timeout a call of it never completes: it stays MPI's. */
+	if (!finalized && p->mpi != MPI_COMM_NULL && !p->broken[0])
 		MPI_Comm_free(&p->mpi);
 	free(p);
 }
