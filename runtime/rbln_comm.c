@@ -22,10 +22,19 @@
  * on one rank midway (a device error) keeps it in the remaining MPI calls
  * with a scratch buffer, and a last exchange of statuses makes every rank
  * fail.
+ *
+ * Nor may a rank that died or stopped answering leave the others waiting
+ * for ever: every MPI call is nonblocking, point to point, and completed
+ * in one place, comm_wait(), by polling until the communicator's timeout.
+ * A wait that times out names the ranks whose messages did not come and
+ * leaves the communicator unusable: it no longer knows where the others
+ * are, and MPI may still use the buffers of the calls it abandoned.
  */
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mpi.h>
 
@@ -37,7 +46,18 @@
 #define COMM_MAGIC 0x72626c6e436f6d6dull	/* "rblnComm" */
 
 /* Tags on the communicator's own duplicate of the caller's: no other traffic uses it. */
-enum { TAG_META = 1, TAG_DATA = 2 };
+enum { TAG_META = 1, TAG_DATA = 2, TAG_GATHER = 3, TAG_SETTLE = 4 };
+
+/* How long a rank waits for the others in one exchange unless told (RBLN_COMM_TIMEOUT_MS). */
+#define DEFAULT_TIMEOUT_MS	30000
+
+struct meta;
+
+/* A staging buffer kept after a timeout: MPI may still read or write it. */
+struct parked {
+	struct rbln_host_buf *buf;
+	uint64_t point;
+};
 
 struct rbln_comm {
 	uint64_t magic;
@@ -45,6 +65,22 @@ struct rbln_comm {
 	int rank, size, device;
 	struct rbln_dev *dev;
 	pthread_mutex_t lock;	/* one collective at a time: ranks must agree on their order */
+	int64_t timeout_ms;	/* of one wait for the others */
+	/*
+	 * Where the nonblocking calls' buffers and requests live: the
+	 * communicator's, so that those of a call abandoned on a timeout
+	 * stay valid until rbln_comm_free().
+	 */
+	struct meta *metas;	/* every rank's request, [rank] this one's */
+	int *settles;		/* every rank's (status, rank) after the data */
+	char *scratch;		/* what MPI sends and receives after a local failure */
+	MPI_Request *reqs;	/* 2 * size: a receive and a send per rank */
+	int *peers;		/* the rank of each request */
+	/* After a timeout: why the communicator is unusable ("" while it works) */
+	char broken[320];
+	int npending;		/* requests of reqs MPI still has */
+	struct parked *parked;	/* staging buffers those may use */
+	int nparked, cap_parked;
 };
 
 enum coll_kind { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, SEND, RECV, NKINDS };
@@ -137,6 +173,133 @@ static rbln_status mpi_fail(const char *fn, const char *call, int err)
 	return rbln_fail(RBLN_ERROR_DEVICE, "%s: %s failed: %s", fn, call, msg);
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The one place a rank waits for others: completes @n requests of @reqs
+ * by polling, until @timeout_ms have passed. @peers[i] is the rank that
+ * request i exchanges with, or -1 for one with no single peer (a
+ * collective of the caller's communicator). On a timeout, or an MPI error
+ * that leaves requests behind, the requests MPI still has are moved to
+ * the front of @reqs, *@left gets their count and the status says what
+ * happened: which ranks did not answer, during @what.
+ */
+static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeout_ms,
+			    const char *fn, const char *what, int *left)
+{
+	int64_t deadline = now_ms() + timeout_ms;
+	int done = 0, err, i, j, k, nnamed = 0, len = 0;
+	char ranks[160] = "", msg[MPI_MAX_ERROR_STRING];
+
+	*left = 0;
+	for (;;) {
+		err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+		if (done && err == MPI_SUCCESS)
+			return RBLN_OK;
+		if (err != MPI_SUCCESS || now_ms() >= deadline)
+			break;
+	}
+	/* Those still in MPI's hands, and the ranks they wait for. */
+	for (i = 0, j = 0; i < n; i++) {
+		int flag = 1;
+
+		if (reqs[i] != MPI_REQUEST_NULL)
+			MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+		if (flag)
+			continue;
+		reqs[j] = reqs[i];
+		peers[j] = peers[i];
+		for (k = 0; k < j && peers[k] != peers[j]; k++)
+			;
+		if (k == j && peers[j] >= 0 && len < (int)sizeof(ranks) - 16) {
+			len += snprintf(ranks + len, sizeof(ranks) - len, "%s%d", nnamed ? ", " : "",
+					peers[j]);
+			nnamed++;
+		}
+		j++;
+	}
+	*left = j;
+	if (err != MPI_SUCCESS) {
+		if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
+			snprintf(msg, sizeof(msg), "error %d", err);
+		return rbln_fail(RBLN_ERROR_DEVICE, "%s: MPI failed during %s: %s", fn, what, msg);
+	}
+	if (!j)
+		return RBLN_OK;	/* all done at the last look */
+	if (nnamed)
+		return rbln_fail(RBLN_ERROR_TIMEOUT, "%s: no answer from rank%s %s in %lld ms, during %s",
+				 fn, nnamed > 1 ? "s" : "", ranks, (long long)timeout_ms, what);
+	return rbln_fail(RBLN_ERROR_TIMEOUT,
+			 "%s: no answer in %lld ms, during %s (an MPI collective cannot say from which rank)",
+			 fn, (long long)timeout_ms, what);
+}
+
+/*
+ * Waits for comm->reqs[0..@n): a timeout (or an MPI error leaving calls
+ * behind) makes the communicator unusable, keeping the calls MPI still
+ * has, and their buffers, until rbln_comm_free().
+ */
+static rbln_status comm_wait(rbln_comm *c, int n, const char *fn, const char *what)
+{
+	rbln_status st = wait_all(c->reqs, c->peers, n, c->timeout_ms, fn, what, &c->npending);
+
+	if (st && c->npending)
+		snprintf(c->broken, sizeof(c->broken), "%s", rbln_last_error());
+	return st;
+}
+
+/* Posts a receive (@send false) or a send of @bytes at @buf with rank @peer as comm->reqs[*@n]. */
+static int post(rbln_comm *c, int *n, bool send, void *buf, int bytes, int peer, int tag)
+{
+	int err;
+
+	c->peers[*n] = peer;
+	err = send ? MPI_Isend(buf, bytes, MPI_BYTE, peer, tag, c->mpi, &c->reqs[*n]) :
+		     MPI_Irecv(buf, bytes, MPI_BYTE, peer, tag, c->mpi, &c->reqs[*n]);
+	if (err == MPI_SUCCESS)
+		(*n)++;
+	return err;
+}
+
+/*
+ * Every rank's @bytes at @all + rank * @bytes, this rank's already at its
+ * place, to every rank (an all-gather, point to point so that a wait that
+ * times out knows whose part is missing); during @what.
+ */
+static rbln_status comm_allgather(rbln_comm *c, void *all, int bytes, int tag, const char *fn,
+				  const char *what)
+{
+	int n = 0, r, err = MPI_SUCCESS;
+	char *p = all;
+	rbln_status st;
+
+	for (r = 0; r < c->size && err == MPI_SUCCESS; r++)
+		if (r != c->rank)
+			err = post(c, &n, false, p + (size_t)r * bytes, bytes, r, tag);
+	for (r = 0; r < c->size && err == MPI_SUCCESS; r++)
+		if (r != c->rank)
+			err = post(c, &n, true, p + (size_t)c->rank * bytes, bytes, r, tag);
+	st = comm_wait(c, n, fn, what);
+	if (!st && err != MPI_SUCCESS)
+		st = mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
+	return st;
+}
+
+/* Fails when @comm timed out before: it cannot tell where the others are. */
+static rbln_status comm_usable(const rbln_comm *comm, const char *fn)
+{
+	if (!comm->broken[0])
+		return RBLN_OK;
+	return rbln_fail(RBLN_ERROR_TIMEOUT, "%s: the communicator is unusable after a timeout: %s",
+			 fn, comm->broken);
+}
+
 static bool comm_ok(const rbln_comm *comm, const char *fn)
 {
 	if (!comm) {
@@ -158,32 +321,61 @@ static void meta_status(struct meta *m, rbln_status st)
 		snprintf(m->error, sizeof(m->error), "%s", rbln_last_error());
 }
 
-/* Every rank's @mine, in rank order, in *@all (the caller frees it). */
-static rbln_status gather_meta(MPI_Comm mpi, int size, const struct meta *mine, struct meta **all,
-			       const char *fn)
+/*
+ * The timeout from RBLN_COMM_TIMEOUT_MS, in *@ms: milliseconds, a whole
+ * number above 0; DEFAULT_TIMEOUT_MS without it.
+ */
+static rbln_status env_timeout(int64_t *ms, const char *fn)
 {
-	int err;
+	const char *v = getenv("RBLN_COMM_TIMEOUT_MS");
+	long long n;
+	char *end;
 
-	*all = calloc(size, sizeof(**all));
-	if (!*all)
-		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-	err = MPI_Allgather(mine, sizeof(*mine), MPI_BYTE, *all, sizeof(*mine), MPI_BYTE, mpi);
-	if (err != MPI_SUCCESS) {
-		free(*all);
-		*all = NULL;
-		return mpi_fail(fn, "MPI_Allgather", err);
-	}
+	*ms = DEFAULT_TIMEOUT_MS;
+	if (!v || !*v)
+		return RBLN_OK;
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	if (errno || *end || end == v || n <= 0)
+		return rbln_fail(RBLN_ERROR_INVALID,
+				 "%s: RBLN_COMM_TIMEOUT_MS=%s is not a number of milliseconds above 0",
+				 fn, v);
+	*ms = n;
 	return RBLN_OK;
+}
+
+/*
+ * Every rank's @mine in @all, in rank order, over the caller's @mpi,
+ * where point-to-point traffic of ours could meet the caller's: an
+ * MPI_Iallgather, within @timeout_ms. On a timeout both buffers stay
+ * MPI's: *@abandoned is then true and the caller must not free them.
+ */
+static rbln_status init_gather(MPI_Comm mpi, const struct meta *mine, struct meta *all,
+			       int64_t timeout_ms, bool *abandoned, const char *fn)
+{
+	MPI_Request req;
+	int peer = -1, left, err;
+	rbln_status st;
+
+	err = MPI_Iallgather(mine, sizeof(*mine), MPI_BYTE, all, sizeof(*mine), MPI_BYTE, mpi, &req);
+	if (err != MPI_SUCCESS)
+		return mpi_fail(fn, "MPI_Iallgather", err);
+	st = wait_all(&req, &peer, 1, timeout_ms, fn, "the check that every rank can join", &left);
+	*abandoned = left;
+	return st;
 }
 
 rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 {
 	const char *fn = "rbln_comm_init";
-	struct meta mine = { 0 }, *all = NULL;
-	int inited = 0, finalized = 0, rank, size, r, err;
+	struct meta *mine = NULL, *all = NULL;
+	int inited = 0, finalized = 0, rank, size, r, err, peer = -1, left = 0;
+	bool abandoned = false;
+	int64_t timeout_ms = DEFAULT_TIMEOUT_MS;
 	rbln_status gathered;
 	struct rbln_ldev *l = NULL;
 	rbln_status st = RBLN_OK;
+	MPI_Request req;
 	rbln_comm *c;
 
 	if (!out)
@@ -199,9 +391,32 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 	MPI_Comm_rank(mpi, &rank);
 	MPI_Comm_size(mpi, &size);
 
+	/* Without the two, this rank cannot even tell the others it cannot join. */
+	mine = calloc(1, sizeof(*mine));
+	all = calloc(size, sizeof(*all));
 	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (c) {
+		c->metas = calloc(size, sizeof(*c->metas));
+		c->settles = calloc(2 * size, sizeof(*c->settles));
+		c->reqs = calloc(2 * size, sizeof(*c->reqs));
+		c->peers = calloc(2 * size, sizeof(*c->peers));
+	}
+	if (!mine || !all) {
+		free(mine);
+		free(all);
+		if (c) {
+			free(c->metas);
+			free(c->settles);
+			free(c->reqs);
+			free(c->peers);
+			free(c);
+		}
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+	}
+	if (!c || !c->metas || !c->settles || !c->reqs || !c->peers)
 		st = rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+	if (!st)
+		st = env_timeout(&timeout_ms, fn);
 	if (!st) {
 		l = rbln_ldev_get(device);
 		st = l ? RBLN_OK : rbln_last_status();
@@ -210,23 +425,35 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 		st = rbln_fail(RBLN_ERROR_UNSUPPORTED,
 			       "%s: rbln:%d is a logical device of %d NPUs: a rank takes one NPU",
 			       fn, l->index, l->nmembers);
-	meta_status(&mine, st);
-	/* Every rank learns whether all can join before the collective MPI_Comm_dup. */
-	gathered = gather_meta(mpi, size, &mine, &all, fn);
+	meta_status(mine, st);
+	/* Every rank learns whether all can join before the collective MPI_Comm_idup. */
+	gathered = init_gather(mpi, mine, all, timeout_ms, &abandoned, fn);
 	if (!st)
 		st = gathered;
 	for (r = 0; r < size && !st; r++)
 		if (all[r].status)
 			st = rbln_fail(all[r].status, "%s: rank %d cannot join: %s", fn, r,
 				       all[r].error);
-	free(all);
+	if (!abandoned) {	/* else MPI may still write them: they stay its */
+		free(all);
+		free(mine);
+	}
 	if (!st) {
-		err = MPI_Comm_dup(mpi, &c->mpi);
+		err = MPI_Comm_idup(mpi, &c->mpi, &req);
 		if (err != MPI_SUCCESS)
-			st = mpi_fail(fn, "MPI_Comm_dup", err);
+			st = mpi_fail(fn, "MPI_Comm_idup", err);
+		else
+			st = wait_all(&req, &peer, 1, timeout_ms, fn, "MPI_Comm_idup", &left);
 	}
 	if (st) {
-		free(c);
+		/* What MPI_Comm_idup still writes to, it keeps. */
+		if (c && !left) {
+			free(c->metas);
+			free(c->settles);
+			free(c->reqs);
+			free(c->peers);
+			free(c);
+		}
 		return st;
 	}
 	/* Failures come back as codes, for rbln_last_error(), rather than aborting the job. */
@@ -236,9 +463,55 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 	c->size = size;
 	c->device = l->index;
 	c->dev = l->members[0];
+	c->timeout_ms = timeout_ms;
 	pthread_mutex_init(&c->lock, NULL);
 	*out = c;
 	return RBLN_OK;
+}
+
+rbln_status rbln_comm_set_timeout(rbln_comm *comm, int64_t ms)
+{
+	if (!comm_ok(comm, "rbln_comm_set_timeout"))
+		return RBLN_ERROR_INVALID;
+	if (ms <= 0)
+		return rbln_fail(RBLN_ERROR_INVALID,
+				 "rbln_comm_set_timeout: %lld ms: a timeout is above 0", (long long)ms);
+	pthread_mutex_lock(&comm->lock);
+	comm->timeout_ms = ms;
+	pthread_mutex_unlock(&comm->lock);
+	return RBLN_OK;
+}
+
+int64_t rbln_comm_timeout(const rbln_comm *comm)
+{
+	return comm_ok(comm, "rbln_comm_timeout") ? comm->timeout_ms : RBLN_ERROR_INVALID;
+}
+
+/*
+ * After a timeout: the calls MPI still had, cancelled where MPI can
+ * (receives that never matched); when none is left, their buffers go
+ * back. Else the buffers stay MPI's for good: a rank that wakes up could
+ * still write to them, and a staging buffer must not be reused then.
+ */
+static void comm_abandon(rbln_comm *comm)
+{
+	int done = 0, i;
+
+	if (!comm->npending)
+		return;
+	MPI_Testall(comm->npending, comm->reqs, &done, MPI_STATUSES_IGNORE);
+	for (i = 0; i < comm->npending && !done; i++)
+		if (comm->reqs[i] != MPI_REQUEST_NULL)
+			MPI_Cancel(&comm->reqs[i]);
+	if (!done)
+		MPI_Testall(comm->npending, comm->reqs, &done, MPI_STATUSES_IGNORE);
+	if (done) {
+		comm->npending = 0;
+		return;
+	}
+	for (i = 0; i < comm->npending; i++)
+		if (comm->reqs[i] != MPI_REQUEST_NULL)
+			MPI_Request_free(&comm->reqs[i]);
 }
 
 rbln_status rbln_comm_free(rbln_comm *comm)
@@ -252,8 +525,23 @@ rbln_status rbln_comm_free(rbln_comm *comm)
 	comm->magic = 0;
 	MPI_Finalized(&finalized);
 	if (!finalized)
+		comm_abandon(comm);
+	if (!finalized)
 		err = MPI_Comm_free(&comm->mpi);
 	pthread_mutex_destroy(&comm->lock);
+	if (!finalized && comm->npending)
+		return RBLN_OK;	/* what the abandoned calls use stays MPI's */
+	for (int i = 0; i < comm->nparked; i++) {
+		pthread_mutex_lock(&comm->dev->lock);
+		rbln_host_buf_release(comm->dev, comm->parked[i].buf, comm->parked[i].point);
+		pthread_mutex_unlock(&comm->dev->lock);
+	}
+	free(comm->parked);
+	free(comm->scratch);
+	free(comm->metas);
+	free(comm->settles);
+	free(comm->reqs);
+	free(comm->peers);
 	free(comm);
 	if (err != MPI_SUCCESS)
 		return mpi_fail("rbln_comm_free", "MPI_Comm_free", err);
@@ -378,50 +666,56 @@ static bool meta_same(const struct meta *a, const struct meta *b)
 static rbln_status agree(struct coll *k, rbln_status local)
 {
 	const char *fn = kind_names[k->kind];
-	struct meta mine = { .kind = k->kind, .op = k->op, .root = k->root }, *all, theirs;
+	rbln_comm *c = k->comm;
+	struct meta *all = c->metas, *mine = &c->metas[c->rank], *theirs;
 	char a[128], b[128];
 	rbln_status st;
-	int r, err;
+	int r, n = 0, err;
 
+	*mine = (struct meta){ .kind = k->kind, .op = k->op, .root = k->root };
 	if (!local) {
-		mine.dtype = k->in->dtype;
-		mine.count = k->n;
+		mine->dtype = k->in->dtype;
+		mine->count = k->n;
 	}
-	meta_status(&mine, local);
+	meta_status(mine, local);
 	if (k->kind == SEND || k->kind == RECV) {
 		/* A peer that is no rank has no one to tell. */
-		if (k->root < 0 || k->root >= k->comm->size || k->root == k->comm->rank)
+		if (k->root < 0 || k->root >= c->size || k->root == c->rank)
 			return local;
-		err = MPI_Sendrecv(&mine, sizeof(mine), MPI_BYTE, k->root, TAG_META, &theirs,
-				   sizeof(theirs), MPI_BYTE, k->root, TAG_META, k->comm->mpi,
-				   MPI_STATUS_IGNORE);
-		if (err != MPI_SUCCESS)
-			return local ? local : mpi_fail(fn, "MPI_Sendrecv", err);
+		theirs = &all[k->root];
+		err = post(c, &n, false, theirs, sizeof(*theirs), k->root, TAG_META);
+		if (err == MPI_SUCCESS)
+			err = post(c, &n, true, mine, sizeof(*mine), k->root, TAG_META);
+		st = comm_wait(c, n, fn, "the check of the arguments");
+		if (!st && err != MPI_SUCCESS)
+			st = mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
+		if (st)
+			return c->broken[0] || !local ? st : local;
 		if (local)
 			return local;
-		if (theirs.status)
-			return rbln_fail(theirs.status, "%s: peer %d cannot take part: %s", fn,
-					 k->root, theirs.error);
-		if (theirs.kind != (k->kind == SEND ? RECV : SEND) || theirs.dtype != mine.dtype ||
-		    theirs.count != mine.count) {
-			describe(&mine, a, sizeof(a));
-			describe(&theirs, b, sizeof(b));
+		if (theirs->status)
+			return rbln_fail(theirs->status, "%s: peer %d cannot take part: %s", fn,
+					 k->root, theirs->error);
+		if (theirs->kind != (k->kind == SEND ? RECV : SEND) || theirs->dtype != mine->dtype ||
+		    theirs->count != mine->count) {
+			describe(mine, a, sizeof(a));
+			describe(theirs, b, sizeof(b));
 			return rbln_fail(RBLN_ERROR_INVALID, "%s: this rank calls %s, peer %d %s",
 					 fn, a, k->root, b);
 		}
 		return RBLN_OK;
 	}
-	st = gather_meta(k->comm->mpi, k->comm->size, &mine, &all, fn);
+	st = comm_allgather(c, all, sizeof(*all), TAG_META, fn, "the check of the arguments");
 	if (st)
-		return local ? local : st;
-	for (r = 0; r < k->comm->size && !st; r++) {
+		return c->broken[0] || !local ? st : local;
+	for (r = 0; r < c->size && !st; r++) {
 		if (!all[r].status)
 			continue;
 		st = local ? local :
 		     rbln_fail(all[r].status, "%s: rank %d cannot take part: %s", fn, r, all[r].error);
 	}
 	/* Against rank 0's, so that every rank finds the same mismatch. */
-	for (r = 1; r < k->comm->size && !st; r++) {
+	for (r = 1; r < c->size && !st; r++) {
 		if (meta_same(&all[0], &all[r]))
 			continue;
 		describe(&all[0], a, sizeof(a));
@@ -429,32 +723,47 @@ static rbln_status agree(struct coll *k, rbln_status local)
 		st = rbln_fail(RBLN_ERROR_INVALID, "%s: ranks disagree: rank 0 calls %s, rank %d %s",
 			       fn, a, r, b);
 	}
-	free(all);
 	return st;
 }
 
 /*
  * After the data: every rank learns whether another failed midway, and
- * then fails too (the result is not valid anywhere).
+ * then fails too (the result is not valid anywhere). Not after a timeout:
+ * the others are not where this rank is.
  */
 static rbln_status settle(struct coll *k, rbln_status st)
 {
 	const char *fn = kind_names[k->kind];
-	int mine[2] = { st, k->comm->rank }, worst[2] = { 0, 0 }, err;
+	rbln_comm *c = k->comm;
+	int *mine = &c->settles[2 * c->rank], worst[2] = { 0, 0 }, n = 0, r, err = MPI_SUCCESS;
+	rbln_status got;
 
+	if (c->broken[0])
+		return st;
+	mine[0] = st;
+	mine[1] = c->rank;
 	if (k->kind == SEND || k->kind == RECV) {
-		err = MPI_Sendrecv(mine, 1, MPI_2INT, k->root, TAG_META, worst, 1, MPI_2INT,
-				   k->root, TAG_META, k->comm->mpi, MPI_STATUS_IGNORE);
-		if (worst[0] > mine[0])
-			worst[0] = mine[0], worst[1] = mine[1];
+		err = post(c, &n, false, &c->settles[2 * k->root], 2 * sizeof(int), k->root,
+			   TAG_SETTLE);
+		if (err == MPI_SUCCESS)
+			err = post(c, &n, true, mine, 2 * sizeof(int), k->root, TAG_SETTLE);
+		got = comm_wait(c, n, fn, "the exchange of statuses after the data");
+		if (!got && err != MPI_SUCCESS)
+			got = mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
 	} else {
-		err = MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MINLOC, k->comm->mpi);
+		got = comm_allgather(c, c->settles, 2 * sizeof(int), TAG_SETTLE, fn,
+				     "the exchange of statuses after the data");
 	}
 	if (st)
-		return st;
-	if (err != MPI_SUCCESS)
-		return mpi_fail(fn, k->kind == SEND || k->kind == RECV ? "MPI_Sendrecv" :
-				"MPI_Allreduce", err);
+		return c->broken[0] ? got : st;
+	if (got)
+		return got;
+	for (r = 0; r < c->size; r++) {
+		if (k->kind == SEND || k->kind == RECV ? r != k->root && r != c->rank : false)
+			continue;
+		if (c->settles[2 * r] < worst[0])
+			worst[0] = c->settles[2 * r], worst[1] = r;
+	}
 	if (worst[0])
 		return rbln_fail(worst[0], "%s: rank %d failed midway: the result is not valid",
 				 fn, worst[1]);
@@ -467,10 +776,32 @@ static void bounce(struct coll *k, bool to_host, uint64_t bytes)
 		rbln_explain_bounce(kind_ops[k->kind], to_host, bytes, k->site);
 }
 
+/*
+ * Staging buffer *@b back to the device once the job at @point is done;
+ * after a timeout that left calls in MPI's hands, to the communicator,
+ * as MPI may still use it (see comm_abandon()).
+ */
 static void release(struct coll *k, struct rbln_host_buf **b, uint64_t point)
 {
+	rbln_comm *c = k->comm;
+	struct parked *p;
+
 	if (!*b)
 		return;
+	if (c->npending) {
+		if (c->nparked == c->cap_parked) {
+			p = realloc(c->parked, (c->cap_parked + 4) * sizeof(*p));
+			if (p) {
+				c->parked = p;
+				c->cap_parked += 4;
+			}
+		}
+		/* Without room to note it, it is left to MPI, unreferenced: never reused. */
+		if (c->nparked < c->cap_parked)
+			c->parked[c->nparked++] = (struct parked){ .buf = *b, .point = point };
+		*b = NULL;
+		return;
+	}
 	pthread_mutex_lock(&k->d->lock);
 	rbln_host_buf_release(k->d, *b, point);
 	pthread_mutex_unlock(&k->d->lock);
@@ -524,39 +855,64 @@ static rbln_status fetch(struct coll *k, int64_t c0, int64_t mc, struct rbln_hos
 	return RBLN_OK;
 }
 
+/* "chunk 3 of 8" and the like, for a wait's message. */
+static const char *chunk_name(char *buf, size_t len, const struct coll *k, int64_t c0,
+			      const char *phase)
+{
+	snprintf(buf, len, "%s of chunk %lld of %lld", phase, (long long)(c0 / k->m + 1),
+		 (long long)((k->n + k->m - 1) / k->m));
+	return buf;
+}
+
 /*
  * Chunk @c0 (@mc elements; a part of it from each rank, or all of it)
  * through MPI: from @s to @g (the same for broadcast and recv).
  */
-static rbln_status exchange(struct coll *k, void *s, void *g, int64_t mc)
+static rbln_status exchange(struct coll *k, void *s, void *g, int64_t c0, int64_t mc)
 {
 	const char *fn = kind_names[k->kind];
-	int bytes = part_of(k, mc) * k->esize, err;
-	MPI_Comm mpi = k->comm->mpi;
+	int bytes = part_of(k, mc) * k->esize, err = MPI_SUCCESS, n = 0, r;
+	rbln_comm *c = k->comm;
+	char what[64];
+	rbln_status st;
 
+	chunk_name(what, sizeof(what), k, c0, "the data");
 	switch (k->kind) {
 	case ALL_REDUCE:
-		if (two_phase(k)) {
-			err = MPI_Alltoall(s, bytes, MPI_BYTE, g, bytes, MPI_BYTE, mpi);
-			return err ? mpi_fail(fn, "MPI_Alltoall", err) : RBLN_OK;
-		}
+		if (two_phase(k))
+			goto all_to_all;
 		/* fall through */
 	case ALL_GATHER:
-		err = MPI_Allgather(s, bytes, MPI_BYTE, g, bytes, MPI_BYTE, mpi);
-		return err ? mpi_fail(fn, "MPI_Allgather", err) : RBLN_OK;
+		/* Every rank's part at its place: this rank's from @s. */
+		memcpy((char *)g + (size_t)c->rank * bytes, s, bytes);
+		return comm_allgather(c, g, bytes, TAG_DATA, fn, what);
 	case REDUCE_SCATTER:
-		err = MPI_Alltoall(s, bytes, MPI_BYTE, g, bytes, MPI_BYTE, mpi);
-		return err ? mpi_fail(fn, "MPI_Alltoall", err) : RBLN_OK;
+	all_to_all:
+		/* Part r of @s to rank r, rank r's part of this rank's to part r of @g. */
+		for (r = 0; r < c->size && err == MPI_SUCCESS; r++)
+			if (r != c->rank)
+				err = post(c, &n, false, (char *)g + (size_t)r * bytes, bytes, r,
+					   TAG_DATA);
+		for (r = 0; r < c->size && err == MPI_SUCCESS; r++)
+			if (r != c->rank)
+				err = post(c, &n, true, (char *)s + (size_t)r * bytes, bytes, r,
+					   TAG_DATA);
+		memcpy((char *)g + (size_t)c->rank * bytes, (char *)s + (size_t)c->rank * bytes,
+		       bytes);
+		break;
 	case BROADCAST:
-		err = MPI_Bcast(s, bytes, MPI_BYTE, k->root, mpi);
-		return err ? mpi_fail(fn, "MPI_Bcast", err) : RBLN_OK;
-	case SEND:
-		err = MPI_Send(s, bytes, MPI_BYTE, k->root, TAG_DATA, mpi);
-		return err ? mpi_fail(fn, "MPI_Send", err) : RBLN_OK;
+		for (r = 0; r < c->size && err == MPI_SUCCESS; r++)
+			if (c->rank == k->root ? r != c->rank : r == k->root)
+				err = post(c, &n, c->rank == k->root, s, bytes, r, TAG_DATA);
+		break;
 	default:
-		err = MPI_Recv(s, bytes, MPI_BYTE, k->root, TAG_DATA, mpi, MPI_STATUS_IGNORE);
-		return err ? mpi_fail(fn, "MPI_Recv", err) : RBLN_OK;
+		err = post(c, &n, k->kind == SEND, s, bytes, k->root, TAG_DATA);
+		break;
 	}
+	st = comm_wait(c, n, fn, what);
+	if (!st && err != MPI_SUCCESS)
+		st = mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
+	return st;
 }
 
 /*
@@ -611,22 +967,36 @@ static rbln_status store(struct coll *k, int slot, int64_t c0, int64_t mc,
 	return st;
 }
 
-/* Where MPI reads and writes once this rank has failed: it still takes part, with garbage. */
+/*
+ * Where MPI reads and writes once this rank has failed: it still takes
+ * part, with garbage. The communicator's, kept for the next failure.
+ */
 static bool scratch(struct coll *k)
 {
-	if (!k->scratch)
-		k->scratch = calloc(2, RBLN_STAGING_CHUNK);
+	if (!k->comm->scratch)
+		k->comm->scratch = calloc(2, RBLN_STAGING_CHUNK);
+	k->scratch = k->comm->scratch;
 	return k->scratch != NULL;
 }
 
-/* A failed rank's part in the all-gather of a chunk of an all-reduce (@mc elements). */
-static rbln_status exchange_scratch_gather(struct coll *k, int64_t mc)
+/*
+ * The all-gather of the folded segments of chunk @c0 (@mc elements) of an
+ * all-reduce: this rank's @pbytes at @s to every rank, theirs to @g.
+ */
+static rbln_status gather_folded(struct coll *k, void *s, void *g, int64_t c0, int64_t mc)
 {
-	int bytes = part_of(k, mc) * k->esize, err;
+	int bytes = part_of(k, mc) * k->esize;
+	char what[64];
 
-	err = MPI_Allgather(k->scratch, bytes, MPI_BYTE, k->scratch + RBLN_STAGING_CHUNK, bytes,
-			    MPI_BYTE, k->comm->mpi);
-	return err ? mpi_fail(kind_names[k->kind], "MPI_Allgather", err) : RBLN_OK;
+	memcpy((char *)g + (size_t)k->comm->rank * bytes, s, bytes);
+	return comm_allgather(k->comm, g, bytes, TAG_GATHER, kind_names[k->kind],
+			      chunk_name(what, sizeof(what), k, c0, "the folded segments"));
+}
+
+/* A failed rank's part in the all-gather of a chunk of an all-reduce (@mc elements). */
+static rbln_status exchange_scratch_gather(struct coll *k, int64_t c0, int64_t mc)
+{
+	return gather_folded(k, k->scratch, k->scratch + RBLN_STAGING_CHUNK, c0, mc);
 }
 
 /*
@@ -642,7 +1012,7 @@ static rbln_status store_folded(struct coll *k, int slot, int64_t c0, int64_t mc
 				struct rbln_host_buf **g, struct rbln_host_buf *s,
 				uint64_t *s_point, rbln_status *mpi)
 {
-	int size = k->comm->size, rank = k->comm->rank, r, nspans = 0, err;
+	int size = k->comm->size, rank = k->comm->rank, r, nspans = 0;
 	int64_t part = part_of(k, mc), len = seg_len(k, mc, rank);
 	size_t pbytes = part * k->esize;
 	uint64_t fold, dst, point = 0, gpoint = 0, sent = 0;
@@ -681,17 +1051,12 @@ static rbln_status store_folded(struct coll *k, int slot, int64_t c0, int64_t mc
 	if (!st)
 		st = rbln_wait_point(k->d, k->last);
 
-	if (st && !scratch(k)) {
+	if (st && !scratch(k))
 		*mpi = st;	/* cannot even take part */
-	} else {
-		err = st ? MPI_Allgather(k->scratch, pbytes, MPI_BYTE,
-					 k->scratch + RBLN_STAGING_CHUNK, pbytes, MPI_BYTE,
-					 k->comm->mpi) :
-			   MPI_Allgather(s->cpu, pbytes, MPI_BYTE, (*g)->cpu, pbytes, MPI_BYTE,
-					 k->comm->mpi);
-		if (err)
-			*mpi = mpi_fail(kind_names[k->kind], "MPI_Allgather", err);
-	}
+	else if (st)
+		*mpi = exchange_scratch_gather(k, c0, mc);
+	else
+		*mpi = gather_folded(k, s->cpu, (*g)->cpu, c0, mc);
 	if (!st && !*mpi) {
 		for (r = 0; r < size; r++)
 			if (r != rank && seg_len(k, mc, r))
@@ -738,23 +1103,22 @@ static rbln_status run(struct coll *k)
 			break;
 		}
 		if (st)
-			mpi = exchange(k, k->scratch, k->scratch + RBLN_STAGING_CHUNK, mc);
+			mpi = exchange(k, k->scratch, k->scratch + RBLN_STAGING_CHUNK, c0, mc);
 		else
-			mpi = exchange(k, s[cur]->cpu, g ? g->cpu : s[cur]->cpu, mc);
+			mpi = exchange(k, s[cur]->cpu, g ? g->cpu : s[cur]->cpu, c0, mc);
 		if (!st && !mpi && two_phase(k))
 			st = store_folded(k, cur, c0, mc, &g, s[cur], &fetched[cur], &mpi);
 		else if (!st && !mpi)
 			st = store(k, cur, c0, mc, g ? &g : &s[cur]);
 		else if (!mpi && two_phase(k))
-			mpi = exchange_scratch_gather(k, mc);
+			mpi = exchange_scratch_gather(k, c0, mc);
 		release(k, &g, 0);
 		release(k, &s[cur], fetched[cur]);
 	}
 	release(k, &s[0], fetched[0]);
 	release(k, &s[1], fetched[1]);
-	free(k->scratch);
-	k->scratch = NULL;
-	return st ? st : mpi;
+	/* A timeout is what the caller must hear of: the communicator is gone. */
+	return k->comm->broken[0] ? mpi : st ? st : mpi;
 }
 
 /* Device addresses of the tensors, and the fold buffer of a reduction. */
@@ -802,6 +1166,11 @@ static rbln_status collective(struct coll *k)
 		return RBLN_ERROR_INVALID;
 	k->d = comm->dev;
 	pthread_mutex_lock(&comm->lock);
+	st = comm_usable(comm, kind_names[k->kind]);
+	if (st) {
+		pthread_mutex_unlock(&comm->lock);
+		return st;
+	}
 	st = check_args(k);
 	if (!st) {
 		k->esize = rbln_dtype_size(k->in->dtype);

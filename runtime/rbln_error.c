@@ -57,6 +57,8 @@ const char *rbln_status_name(rbln_status status)
 		return "RBLN_ERROR_UNSUPPORTED";
 	case RBLN_ERROR_CAPTURE:
 		return "RBLN_ERROR_CAPTURE";
+	case RBLN_ERROR_TIMEOUT:
+		return "RBLN_ERROR_TIMEOUT";
 	}
 	return "RBLN_ERROR_UNKNOWN";
 }

@@ -21,6 +21,7 @@ ERROR_DEVICE = -4
 ERROR_BUSY = -5
 ERROR_UNSUPPORTED = -6
 ERROR_CAPTURE = -7
+ERROR_TIMEOUT = -8
 
 # rbln_dtype, in the order of its enum.
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8)

@@ -8,6 +8,11 @@
  * kselftest's fork per test, so the cases run in turn in each rank; a
  * case passes when it passes on every rank, and rank 0 prints the TAP.
  * Other ranks say why they failed on stderr.
+ *
+ * The last two cases kill a rank each (_exit() without MPI_Finalize(),
+ * which mpirun lets be with orte_allowed_exit_without_sync=1, set by
+ * tests/runtime/meson.build): the others must fail with
+ * RBLN_ERROR_TIMEOUT within the timeout, and then end normally.
  */
 
 #include <stdarg.h>
@@ -34,6 +39,30 @@ static const char *const redop_names[] = { "sum", "max", "min" };
 
 static int rank, nranks, device;
 static rbln_comm *comm;
+/*
+ * Whose results a case's verdict is made of: every rank's until one dies;
+ * then those of ranks 0, 2 and 3 (three), then of ranks 0 and 3 (two).
+ */
+static MPI_Comm live, three, two;
+
+/* The timeout of the cases where a rank dies, and how late its error may come. */
+#define SHORT_TIMEOUT_MS	3000
+#define LATE_S			10.0
+
+/*
+ * This rank dies at its next big message: MPI's profiling interface puts
+ * this MPI_Isend() before librbln_comm's calls, and the data of a chunk
+ * is the only message of 64 KiB and more.
+ */
+static bool die_at_data;
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm c,
+	      MPI_Request *req)
+{
+	if (die_at_data && count >= 65536)
+		_exit(0);
+	return PMPI_Isend(buf, count, type, dest, tag, c, req);
+}
 
 /* Element counts of a rank's part: empty, one, odd and not a multiple of the ranks. */
 static const int64_t sizes[] = { 0, 1, 7, 1001 };
@@ -680,6 +709,61 @@ static bool test_explain_and_memory(void)
 	return ok;
 }
 
+/*
+ * A staged collective's staging buffers (pinned host memory, 2 MiB each)
+ * count in staging.*, and go back to the device's pool after:
+ * staging.current ends where it started.
+ */
+static bool test_staging_in_memory_stats(void)
+{
+	const int64_t chunk = 2 << 20, n = two_reduce_chunks(RBLN_F32);
+	struct rbln_memory_stats s0, s1, s2;
+	rbln_tensor *a = input(RBLN_F32, rank, n, 69);
+	rbln_comm *c = NULL;
+	rbln_status st;
+	void *got;
+	bool ok = true;
+
+	CHECK(a);
+	setenv("RBLN_COMM_PEER", "0", 1);	/* staged, through the host */
+	st = rbln_comm_init(&c, MPI_COMM_WORLD, device);
+	unsetenv("RBLN_COMM_PEER");
+	CHECK(st == RBLN_OK);
+	CHECK(rbln_synchronize(device) == RBLN_OK);
+	CHECK(rbln_reset_peak_memory_stats(device) == RBLN_OK);
+	CHECK(rbln_memory_stats(device, &s0) == RBLN_OK);
+	/* input() copied through them: the pool holds some. */
+	CHECK(s0.staging.current > 0 && s0.staging.peak == s0.staging.current);
+	CHECK(rbln_all_reduce(a, a, RBLN_SUM, c) == RBLN_OK);
+	CHECK(rbln_synchronize(device) == RBLN_OK);
+	CHECK(rbln_memory_stats(device, &s1) == RBLN_OK);
+	/* A chunk in MPI's hands, the next being fetched, and the one MPI receives into. */
+	if (s1.staging.peak < 3 * chunk)
+		ok = FAIL("staging.peak %lld during an all-reduce", (long long)s1.staging.peak);
+	if (s1.staging.current != s0.staging.current ||
+	    s1.staging.total_allocated - s1.staging.total_freed != s1.staging.current ||
+	    s1.staging.total_freed <= s0.staging.total_freed)
+		ok = FAIL("staging: %lld current (%lld before), %lld allocated, %lld freed",
+			  (long long)s1.staging.current, (long long)s0.staging.current,
+			  (long long)s1.staging.total_allocated, (long long)s1.staging.total_freed);
+	/* Device memory is another matter: the tensors' bytes did not move. */
+	CHECK(s1.allocated.current == s0.allocated.current);
+	CHECK(rbln_reset_peak_memory_stats(device) == RBLN_OK);
+	CHECK(rbln_memory_stats(device, &s1) == RBLN_OK);
+	CHECK(s1.staging.peak == s1.staging.current);
+	/* A copy to the host of four chunks, two in flight, takes the pool's (test_runtime). */
+	got = data_of(a);
+	CHECK(got);
+	free(got);
+	CHECK(rbln_memory_stats(device, &s2) == RBLN_OK);
+	if (s2.staging.peak != s1.staging.peak || s2.staging.current != s0.staging.current)
+		ok = FAIL("staging: %lld current, %lld peak after a copy", (long long)s2.staging.current,
+			  (long long)s2.staging.peak);
+	CHECK(rbln_comm_free(c) == RBLN_OK);
+	rbln_tensor_free(a);
+	return ok;
+}
+
 /* Arms fault injection @what for the next job of this rank's device. */
 static bool inject(const char *what)
 {
@@ -725,6 +809,88 @@ static bool test_failure_midway(void)
 	return ok;
 }
 
+/* Did the collective that took @t seconds fail as a timeout should, with @text? */
+static bool timed_out(rbln_status st, double t, const char *text)
+{
+	bool ok = rejected(st, RBLN_ERROR_TIMEOUT, true, text, NULL);
+
+	if (t < SHORT_TIMEOUT_MS / 1000.0 || t > SHORT_TIMEOUT_MS / 1000.0 + LATE_S)
+		ok = FAIL("the timeout of %d ms came after %.1f s", SHORT_TIMEOUT_MS, t);
+	return ok;
+}
+
+/*
+ * Rank 1 (whose device context failure_midway banned) dies before an
+ * all-reduce: the others time out in the check of the arguments, naming
+ * it, and the communicator refuses what follows, at once.
+ */
+static bool test_dead_rank_before(void)
+{
+	rbln_tensor *a;
+	rbln_status st;
+	double t0;
+	bool ok;
+
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank == 1)
+		_exit(0);
+	live = three;
+	a = input(RBLN_F32, rank, 1001, 80);
+	CHECK(a);
+	CHECK(rbln_comm_timeout(comm) == 30000);
+	CHECK(rbln_comm_set_timeout(comm, 0) == RBLN_ERROR_INVALID);
+	CHECK(rbln_comm_set_timeout(comm, SHORT_TIMEOUT_MS) == RBLN_OK);
+	t0 = MPI_Wtime();
+	st = rbln_all_reduce(a, a, RBLN_SUM, comm);
+	ok = timed_out(st, MPI_Wtime() - t0,
+		       "rbln_all_reduce: no answer from rank 1 in 3000 ms, during the check of the arguments");
+	t0 = MPI_Wtime();
+	st = rbln_broadcast(a, 0, comm);
+	ok &= rejected(st, RBLN_ERROR_TIMEOUT, true,
+		       "rbln_broadcast: the communicator is unusable after a timeout: rbln_all_reduce: no answer from rank 1",
+		       NULL);
+	if (MPI_Wtime() - t0 > 1.0)
+		ok = FAIL("the unusable communicator took %.1f s to say so", MPI_Wtime() - t0);
+	rbln_tensor_free(a);
+	return ok;
+}
+
+/*
+ * Of ranks 0, 2 and 3, the second (2) dies as it sends its first chunk
+ * of an all-reduce: the others time out in the data, naming it (rank 1 of
+ * their communicator), and free the communicator. Staged
+ * (RBLN_COMM_PEER=0), where the data is MPI's.
+ */
+static bool test_dead_rank_midway(void)
+{
+	int64_t n = two_reduce_chunks(RBLN_F32);
+	rbln_tensor *a = input(RBLN_F32, rank, n, 81);
+	rbln_comm *c = NULL;
+	rbln_status st;
+	double t0;
+	bool ok;
+
+	CHECK(a);
+	setenv("RBLN_COMM_PEER", "0", 1);
+	setenv("RBLN_COMM_TIMEOUT_MS", "3000", 1);
+	st = rbln_comm_init(&c, three, device);
+	unsetenv("RBLN_COMM_TIMEOUT_MS");
+	unsetenv("RBLN_COMM_PEER");
+	CHECK(st == RBLN_OK);
+	CHECK(rbln_comm_timeout(c) == SHORT_TIMEOUT_MS);
+	CHECK(rbln_synchronize(device) == RBLN_OK);
+	MPI_Barrier(three);
+	die_at_data = rank == 2;
+	t0 = MPI_Wtime();
+	st = rbln_all_reduce(a, a, RBLN_SUM, c);
+	live = two;
+	ok = timed_out(st, MPI_Wtime() - t0,
+		       "rbln_all_reduce: no answer from rank 1 in 3000 ms, during the data of chunk 1 of 2");
+	CHECK(rbln_comm_free(c) == RBLN_OK);
+	rbln_tensor_free(a);
+	return ok;
+}
+
 static const struct {
 	const char *name;
 	bool (*fn)(void);
@@ -745,7 +911,11 @@ static const struct {
 	{ "bad_arguments_everywhere", test_bad_arguments_everywhere },
 	{ "send_recv_mismatch", test_send_recv_mismatch },
 	{ "explain_and_memory", test_explain_and_memory },
+	{ "staging_in_memory_stats", test_staging_in_memory_stats },
 	{ "failure_midway", test_failure_midway },
+	/* Last: each kills a rank. */
+	{ "dead_rank_before", test_dead_rank_before },
+	{ "dead_rank_midway", test_dead_rank_midway },
 };
 
 int main(int argc, char **argv)
@@ -761,6 +931,9 @@ int main(int argc, char **argv)
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
 	MPI_Comm_rank(local, &device);
 	MPI_Comm_free(&local);
+	live = MPI_COMM_WORLD;
+	MPI_Comm_split(MPI_COMM_WORLD, rank != 1 ? 0 : MPI_UNDEFINED, rank, &three);
+	MPI_Comm_split(MPI_COMM_WORLD, rank == 0 || rank == 3 ? 0 : MPI_UNDEFINED, rank, &two);
 	if (!rank) {
 		printf("TAP version 13\n1..%d\n", ncases);
 		fflush(stdout);
@@ -779,7 +952,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < ncases; i++) {
 		t0 = MPI_Wtime();
 		mine = cases[i].fn();
-		MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+		MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, live);
 		failed += !all;
 		if (!rank) {
 			printf("# %s: %.1f s\n%sok %d %s\n", cases[i].name, MPI_Wtime() - t0,
@@ -788,6 +961,10 @@ int main(int argc, char **argv)
 		}
 	}
 	rbln_comm_free(comm);
+	if (three != MPI_COMM_NULL)
+		MPI_Comm_free(&three);
+	if (two != MPI_COMM_NULL)
+		MPI_Comm_free(&two);
 	MPI_Finalize();
 	return failed ? 1 : 0;
 }

@@ -31,6 +31,7 @@ typedef enum rbln_status {
 	RBLN_ERROR_BUSY		= -5,	/* a resource is in use */
 	RBLN_ERROR_UNSUPPORTED	= -6,
 	RBLN_ERROR_CAPTURE	= -7,	/* not allowed while capturing a graph: the capture is invalidated */
+	RBLN_ERROR_TIMEOUT	= -8,	/* other processes did not answer in time (rbln_comm.h) */
 } rbln_status;
 
 /* The message of the calling thread's last failure; "" if none. */

@@ -15,7 +15,9 @@
  * is queued on the device, in order with its other work, and complete
  * after rbln_synchronize(). Collectives on one communicator must be called
  * in the same order on every rank; MPI must be initialized, with a thread
- * level for the way the program calls them.
+ * level for the way the program calls them. A rank that dies or stops
+ * answering makes the others fail with RBLN_ERROR_TIMEOUT within the
+ * communicator's timeout (rbln_comm_set_timeout()).
  */
 #ifndef RBLN_RBLN_COMM_H
 #define RBLN_RBLN_COMM_H
@@ -52,6 +54,18 @@ RBLN_API rbln_status rbln_comm_free(rbln_comm *comm);
 RBLN_API int rbln_comm_rank(const rbln_comm *comm);
 RBLN_API int rbln_comm_size(const rbln_comm *comm);
 RBLN_API int rbln_comm_device(const rbln_comm *comm);
+
+/*
+ * How long this rank waits for the others in any one exchange of a
+ * collective, in milliseconds (above 0): RBLN_COMM_TIMEOUT_MS at
+ * rbln_comm_init(), else 30000. A wait that runs out fails with
+ * RBLN_ERROR_TIMEOUT, naming the ranks that did not answer where it can,
+ * and leaves @comm unusable: every later collective on it fails with
+ * RBLN_ERROR_TIMEOUT; free it. rbln_comm_timeout(): the timeout, or a
+ * negative rbln_status on a bad handle.
+ */
+RBLN_API rbln_status rbln_comm_set_timeout(rbln_comm *comm, int64_t ms);
+RBLN_API int64_t rbln_comm_timeout(const rbln_comm *comm);
 
 /*
  * @out = @op over every rank's @in, folded in rank order, each step one
