@@ -86,8 +86,8 @@ RBLN_INTERNAL uint32_t rbln_block_handle(const struct rbln_block *b);	/* a BO of
  * and *len how many bytes of @b from @offset it holds: an expandable
  * segment's block may span several.
  */
-uint32_t rbln_block_piece(const struct rbln_block *b, uint64_t offset, uint64_t *obj_offset,
-			  uint64_t *len);
+RBLN_INTERNAL uint32_t rbln_block_piece(const struct rbln_block *b, uint64_t offset,
+					uint64_t *obj_offset, uint64_t *len);
 
 /*
  * Releases every cached segment that is entirely free (unsplit), and unmaps

@@ -39,6 +39,7 @@
 #include <mpi.h>
 
 #include "rbln/rbln_comm.h"
+#include "rbln_comm_peer.h"
 #include "rbln_explain.h"
 #include "rbln_internal.h"
 #include "rbln_staging.h"
@@ -65,6 +66,7 @@ struct rbln_comm {
 	int rank, size, device;
 	struct rbln_dev *dev;
 	pthread_mutex_t lock;	/* one collective at a time: ranks must agree on their order */
+	struct rbln_peer *peer;	/* NPU to NPU (rbln_comm_peer.c); NULL: staged; in process: no MPI */
 	int64_t timeout_ms;	/* of one wait for the others */
 	/*
 	 * Where the nonblocking calls' buffers and requests live: the
@@ -465,6 +467,7 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 	c->dev = l->members[0];
 	c->timeout_ms = timeout_ms;
 	pthread_mutex_init(&c->lock, NULL);
+	c->peer = rbln_peer_init(c->mpi, rank, size, c->dev);
 	*out = c;
 	return RBLN_OK;
 }
@@ -523,7 +526,9 @@ rbln_status rbln_comm_free(rbln_comm *comm)
 	if (!comm_ok(comm, "rbln_comm_free"))
 		return RBLN_ERROR_INVALID;
 	comm->magic = 0;
+	rbln_peer_free(comm->peer);
 	MPI_Finalized(&finalized);
+	finalized |= comm->mpi == MPI_COMM_NULL;	/* in process: no MPI */
 	if (!finalized)
 		comm_abandon(comm);
 	if (!finalized)
@@ -1157,9 +1162,21 @@ static rbln_status prepare(struct coll *k)
 	return RBLN_OK;
 }
 
+/* @k as the peer path takes it. */
+static const struct rbln_peer_args *peer_args(const struct coll *k, struct rbln_peer_args *a)
+{
+	_Static_assert((int)RBLN_COLL_RECV == (int)RECV, "rbln_comm_peer.h's order");
+	*a = (struct rbln_peer_args){ .kind = (enum rbln_coll_kind)k->kind, .op = k->op,
+				     .root = k->root, .in = k->in, .out = k->out,
+				     .in_place = k->in_place, .n = k->n, .site = k->site,
+				     .timeout_ms = k->comm->timeout_ms };
+	return a;
+}
+
 static rbln_status collective(struct coll *k)
 {
 	rbln_comm *comm = k->comm;
+	struct rbln_peer_args pa;
 	rbln_status st;
 
 	if (!comm_ok(comm, kind_names[k->kind]))
@@ -1167,6 +1184,12 @@ static rbln_status collective(struct coll *k)
 	k->d = comm->dev;
 	pthread_mutex_lock(&comm->lock);
 	st = comm_usable(comm, kind_names[k->kind]);
+	if (!st && rbln_peer_is_local(comm->peer)) {
+		/* In process: the threads of a logical device's members (rbln_comm_peer.c) */
+		st = rbln_peer_local_collective(comm->peer, peer_args(k, &pa));
+		pthread_mutex_unlock(&comm->lock);
+		return st;
+	}
 	if (st) {
 		pthread_mutex_unlock(&comm->lock);
 		return st;
@@ -1188,7 +1211,11 @@ static rbln_status collective(struct coll *k)
 	if (!st)
 		st = prepare(k);
 	st = agree(k, st);
-	if (!st) {
+	if (!st && comm->peer && rbln_peer_collective(comm->peer, peer_args(k, &pa), &st)) {
+		/* NPU to NPU: done. After a timeout there, unusable as after one here. */
+		if (st == RBLN_ERROR_TIMEOUT)
+			snprintf(comm->broken, sizeof(comm->broken), "%s", rbln_last_error());
+	} else if (!st) {
 		st = settle(k, run(k));
 		rbln_shard_used(&k->in->shards[0], k->last_in);
 		rbln_shard_used(&k->out->shards[0], k->last);
@@ -1247,4 +1274,23 @@ rbln_status rbln_recv(rbln_tensor *t, int peer, rbln_comm *comm)
 			  .site = RBLN_CALLER() };
 
 	return collective(&k);
+}
+
+rbln_comm *rbln_comm_new_local(int rank, int size, int device, struct rbln_dev *dev,
+			       struct rbln_peer *p, int64_t timeout_ms)
+{
+	rbln_comm *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->magic = COMM_MAGIC;
+	c->mpi = MPI_COMM_NULL;
+	c->rank = rank;
+	c->size = size;
+	c->device = device;
+	c->dev = dev;
+	c->peer = p;
+	c->timeout_ms = timeout_ms;
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
 }

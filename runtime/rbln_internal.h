@@ -119,9 +119,10 @@ struct rbln_peer_ref {
  * its device address there in *@va, that byte's offset in it in *@at.
  * rbln_peer_put() drops the reference; the last closes the handle.
  */
-rbln_status rbln_peer_get(struct rbln_dev *to, struct rbln_dev *from, struct rbln_block *block,
-			  uint64_t offset, uint32_t *handle, uint64_t *va, uint64_t *at);
-void rbln_peer_put(struct rbln_dev *to, uint32_t handle);
+RBLN_INTERNAL rbln_status rbln_peer_get(struct rbln_dev *to, struct rbln_dev *from,
+					struct rbln_block *block, uint64_t offset, uint32_t *handle,
+					uint64_t *va, uint64_t *at);
+RBLN_INTERNAL void rbln_peer_put(struct rbln_dev *to, uint32_t handle);
 
 /*
  * A logical device, what the API's device indices name: the physical
@@ -243,9 +244,10 @@ RBLN_INTERNAL void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_bu
  * rbln_ring_submit_locked() before the lock goes: that submits them with
  * the @n objects of @bos, and returns the job's point in *@point.
  */
-rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cpu, uint64_t *va);
-rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len,
-				    const uint32_t *bos, uint32_t n, uint64_t *point);
+RBLN_INTERNAL rbln_status rbln_ring_reserve_locked(struct rbln_dev *d, uint32_t len, void **cpu,
+						 uint64_t *va);
+RBLN_INTERNAL rbln_status rbln_ring_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len,
+						 const uint32_t *bos, uint32_t n, uint64_t *point);
 /*
  * Submits @len bytes of commands at @va, which the @n objects of @bos
  * (the command buffer's among them) hold, as the device's next point,

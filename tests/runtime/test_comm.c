@@ -64,6 +64,28 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 	return PMPI_Isend(buf, count, type, dest, tag, c, req);
 }
 
+/*
+ * This rank dies where the peer path publishes its tensors' objects to
+ * the other ranks (an MPI_Iallgather of its own, after the agreement).
+ */
+static bool die_at_peer_exchange;
+
+/* Run with RBLN_COMM_PEER=0 (test_comm_staged): every collective staged through the host. */
+static bool staged_run;
+
+__attribute__((constructor)) static void read_peer_env(void)
+{
+	staged_run = getenv("RBLN_COMM_PEER") && !strcmp(getenv("RBLN_COMM_PEER"), "0");
+}
+
+int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+		   MPI_Datatype rtype, MPI_Comm c, MPI_Request *req)
+{
+	if (die_at_peer_exchange)
+		_exit(0);
+	return PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, c, req);
+}
+
 /* Element counts of a rank's part: empty, one, odd and not a multiple of the ranks. */
 static const int64_t sizes[] = { 0, 1, 7, 1001 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
@@ -681,6 +703,21 @@ static bool test_explain_and_memory(void)
 	CHECK(rbln_explain_end(e) == RBLN_OK);
 	CHECK(rbln_explain_dump(e, &dump) == RBLN_OK);
 	/*
+	 * The ranks share the guest: NPU to NPU through peer imports, not a
+	 * byte through the host, unless RBLN_COMM_PEER=0 stages it.
+	 */
+	if (!staged_run) {
+		if (dump.host_bounce.count || dump.host_bounce.bytes)
+			ok = FAIL("peer path: %lld bounces of %lld bytes",
+				  (long long)dump.host_bounce.count,
+				  (long long)dump.host_bounce.bytes);
+		/* Each rank's n - 1 folds of its segment, on its NPU. */
+		if (dump.dispatch.total.count < nranks - 1)
+			ok = FAIL("peer path: %lld dispatches",
+				  (long long)dump.dispatch.total.count);
+		goto memory;
+	}
+	/*
 	 * Out: the tensor, then the folded segment. In: every rank's part of
 	 * this rank's segment (the size of the largest), then the others'
 	 * folded segments.
@@ -700,6 +737,7 @@ static bool test_explain_and_memory(void)
 	if (rbln_max_memory_allocated(device) - before < 2 * nranks * part * 4)
 		ok = FAIL("peak %lld over %lld before", (long long)rbln_max_memory_allocated(device),
 			  (long long)before);
+memory:
 	if (rbln_memory_allocated(device) != before)
 		ok = FAIL("%lld bytes allocated after, %lld before",
 			  (long long)rbln_memory_allocated(device), (long long)before);
@@ -783,6 +821,48 @@ static bool inject(const char *what)
 	if (!f || fputs(what, f) == EOF || fclose(f))
 		return FAIL("cannot write %s", path);
 	return true;
+}
+
+/*
+ * The peer path caches its imports of other ranks' objects: a tensor
+ * freed, its memory given back (rbln_empty_cache) and another allocated,
+ * perhaps where it was, is read afresh every time, never through an
+ * import of the memory that went.
+ */
+static bool test_peer_imports_follow_reuse(void)
+{
+	const int64_t n = 3001;
+	rbln_tensor *t, *out, *pad = NULL;
+	bool ok = true;
+	uint32_t salt;
+	void *got;
+	int round, r;
+
+	for (round = 0; round < 6 && ok; round++) {
+		salt = 100 + round;
+		t = input(RBLN_I32, rank, n, salt);
+		out = output(RBLN_I32, n * nranks);
+		CHECK(t && out);
+		if (rbln_all_gather(t, out, comm))
+			return FAIL("rbln_all_gather, round %d", round);
+		got = data_of(out);
+		CHECK(got);
+		for (r = 0; r < nranks && ok; r++)
+			ok = MATCH((char *)got + r * n * 4, RBLN_I32, n, gen(RBLN_I32, r, _k, salt));
+		free(got);
+		rbln_tensor_free(out);
+		rbln_tensor_free(t);
+		rbln_tensor_free(pad);
+		pad = NULL;
+		/* The memory back to the driver: the next tensor is in a new object. */
+		if (round % 2)
+			CHECK(rbln_empty_cache(device) == RBLN_OK);
+		/* Else the next one is elsewhere in the same object. */
+		else
+			pad = input(RBLN_I8, rank, 4096 * (round + 1), 1);
+	}
+	rbln_tensor_free(pad);
+	return ok;
 }
 
 /*
@@ -891,6 +971,45 @@ static bool test_dead_rank_midway(void)
 	return ok;
 }
 
+/*
+ * Of ranks 0 and 3, on the peer path, 3 dies as it publishes its tensor's
+ * objects: rank 0 times out there, and finds the communicator unusable.
+ */
+static bool test_dead_rank_on_peer_path(void)
+{
+	rbln_tensor *a = input(RBLN_I32, rank, 5000, 82);
+	rbln_comm *c = NULL;
+	rbln_status st;
+	double t0;
+	bool ok;
+
+	CHECK(a);
+	if (staged_run) {
+		rbln_tensor_free(a);
+		return true;	/* test_comm's run covers it */
+	}
+	unsetenv("RBLN_COMM_PEER");	/* dead_rank_midway's */
+	setenv("RBLN_COMM_TIMEOUT_MS", "3000", 1);
+	st = rbln_comm_init(&c, two, device);
+	unsetenv("RBLN_COMM_TIMEOUT_MS");
+	CHECK(st == RBLN_OK);
+	MPI_Barrier(two);
+	die_at_peer_exchange = rank == 3;
+	t0 = MPI_Wtime();
+	st = rbln_all_reduce(a, a, RBLN_SUM, c);
+	live = MPI_COMM_SELF;
+	ok = timed_out(st, MPI_Wtime() - t0,
+		       "rbln_all_reduce: no answer in 3000 ms during the exchange of the tensors' objects on the peer path");
+	t0 = MPI_Wtime();
+	st = rbln_broadcast(a, 0, c);
+	ok &= rejected(st, RBLN_ERROR_TIMEOUT, true, "the communicator is unusable", NULL);
+	if (MPI_Wtime() - t0 > 1.0)
+		ok = FAIL("the unusable communicator took %.1f s to say so", MPI_Wtime() - t0);
+	CHECK(rbln_comm_free(c) == RBLN_OK);
+	rbln_tensor_free(a);
+	return ok;
+}
+
 static const struct {
 	const char *name;
 	bool (*fn)(void);
@@ -912,10 +1031,12 @@ static const struct {
 	{ "send_recv_mismatch", test_send_recv_mismatch },
 	{ "explain_and_memory", test_explain_and_memory },
 	{ "staging_in_memory_stats", test_staging_in_memory_stats },
+	{ "peer_imports_follow_reuse", test_peer_imports_follow_reuse },
 	{ "failure_midway", test_failure_midway },
 	/* Last: each kills a rank. */
 	{ "dead_rank_before", test_dead_rank_before },
 	{ "dead_rank_midway", test_dead_rank_midway },
+	{ "dead_rank_on_peer_path", test_dead_rank_on_peer_path },
 };
 
 int main(int argc, char **argv)

@@ -45,6 +45,19 @@ typedef enum rbln_redop {
  * fail if one does.
  */
 RBLN_API rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device);
+/*
+ * In one process, without MPI: one communicator per member of logical
+ * device @device (RBLN_DEVICE_MAP, RBLN_NPUS_PER_DEVICE), @n of them
+ * (the number of members) in @comms, rank r on member r, as
+ * ncclCommInitAll(). Collectives are called on each from its own thread;
+ * a rank's tensors are tensors on @device, and its part of each is member
+ * r's shard. Data moves NPU to NPU, through peer imports; a collective
+ * returns once its work is done on every member. A thread that does not
+ * come within the timeout (RBLN_COMM_TIMEOUT_MS, rbln_comm_set_timeout())
+ * fails every thread's collective with RBLN_ERROR_TIMEOUT, and the
+ * communicators for good. Free each with rbln_comm_free().
+ */
+RBLN_API rbln_status rbln_comm_init_all(rbln_comm **comms, int n, int device);
 /* Frees @comm (collective over its ranks); NULL is a no-op. */
 RBLN_API rbln_status rbln_comm_free(rbln_comm *comm);
 /*
