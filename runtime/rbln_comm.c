@@ -467,7 +467,7 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 	c->dev = l->members[0];
 	c->timeout_ms = timeout_ms;
 	pthread_mutex_init(&c->lock, NULL);
-	c->peer = rbln_peer_init(c->mpi, rank, size, c->dev);
+	c->peer = rbln_peer_init(c->mpi, rank, size, c->dev, timeout_ms);
 	*out = c;
 	return RBLN_OK;
 }

@@ -41,7 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -968,23 +968,32 @@ static rbln_status mpi_fail(const char *fn, const char *call, int err)
  * a timeout the peer path is broken for good: MPI keeps the requests and
  * their buffers, which stay allocated.
  */
-static rbln_status pwait(struct rbln_peer *p, int n, const char *fn, const char *what)
+/* Completes the @n requests of @reqs by polling: 0, MPI's error, or -1 after @timeout seconds. */
+static int poll_reqs(MPI_Request *reqs, int n, double timeout)
 {
 	struct timespec until, now;
 	int done = 0, err;
 
-	deadline_of(p->timeout, &until);
+	deadline_of(timeout, &until);
 	for (;;) {
-		err = MPI_Testall(n, p->reqs, &done, MPI_STATUSES_IGNORE);
-		if (err != MPI_SUCCESS)
-			return mpi_fail(fn, what, err);
-		if (done)
-			return RBLN_OK;
+		err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+		if (err != MPI_SUCCESS || done)
+			return err;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > until.tv_sec ||
 		    (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec))
-			break;
+			return -1;
 	}
+}
+
+static rbln_status pwait(struct rbln_peer *p, int n, const char *fn, const char *what)
+{
+	int err = poll_reqs(p->reqs, n, p->timeout);
+
+	if (err > 0)
+		return mpi_fail(fn, what, err);
+	if (!err)
+		return RBLN_OK;
 	snprintf(p->broken, sizeof(p->broken),
 		 "no answer in %.0f ms during %s on the peer path (RBLN_COMM_TIMEOUT_MS): the communicator is unusable",
 		 p->timeout * 1000, what);
@@ -1040,78 +1049,124 @@ struct xrec {
 	struct xpiece piece[2][MAX_PIECES];
 };
 
+/* What a rank says of itself when a communicator is made. */
 struct hello {
-	int32_t ok, pid, fd;
+	int32_t ok, pid, fd, pad;
+	uint64_t ino;		/* of that descriptor, a memfd: what another rank must find */
+	char boot[40];		/* the kernel it runs on: /proc/sys/kernel/random/boot_id */
 };
 
-struct rbln_peer *rbln_peer_init(MPI_Comm mpi, int rank, int size, struct rbln_dev *dev)
+/* The exchanges of rbln_peer_init(): MPI's until they complete, so never on the stack. */
+struct init_bufs {
+	struct hello mine;
+	int ok, every;
+	MPI_Request req;
+};
+
+/*
+ * Waits for @b->req, bounded by @timeout seconds; false on a failure or
+ * a timeout, when @b (and whatever else MPI may still write) is left to
+ * MPI for good.
+ */
+static bool init_wait(struct init_bufs *b, double timeout)
+{
+	return !poll_reqs(&b->req, 1, timeout);
+}
+
+struct rbln_peer *rbln_peer_init(MPI_Comm mpi, int rank, int size, struct rbln_dev *dev,
+				 int64_t timeout_ms)
 {
 	const char *env = getenv("RBLN_COMM_PEER");
-	struct hello mine = { .ok = 1, .pid = getpid(), .fd = -1 }, *all = NULL;
-	int ok = 1, every = 0, local_size = 0, q, fd;
-	struct rbln_peer *p = NULL;
-	MPI_Comm local = MPI_COMM_NULL;
+	double timeout = timeout_ms / 1000.0;
+	struct hello *all = calloc(size, sizeof(*all));
+	struct init_bufs *b = calloc(1, sizeof(*b));
+	struct rbln_peer *p = calloc(1, sizeof(*p));
+	FILE *f;
+	int q, fd;
 
-	/* Collective: every rank takes every step, whatever it found. */
-	if (env && !strcmp(env, "0"))
-		mine.ok = 0;
-	if (MPI_Comm_split_type(mpi, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) ||
-	    MPI_Comm_size(local, &local_size) || local_size != size)
-		mine.ok = 0;
-	if (local != MPI_COMM_NULL)
-		MPI_Comm_free(&local);
-	if (size < 2)
-		mine.ok = 0;
-	p = calloc(1, sizeof(*p));
-	all = calloc(size, sizeof(*all));
-	if (p) {
-		p->pidfd = malloc(size * sizeof(*p->pidfd));
-		p->xall = calloc(size, sizeof(*p->xall));
-		p->xmine = calloc(1, sizeof(*p->xmine));
-	}
-	if (!p || !all || !p->pidfd || !p->xall || !p->xmine)
-		mine.ok = 0;
-	mine.fd = eventfd(0, EFD_CLOEXEC);
-	if (mine.fd < 0)
-		mine.ok = 0;
-	if (MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, mpi))
-		mine.ok = 0;
-	/* Can this rank take every other rank's descriptors? */
-	for (q = 0; q < size && p && p->pidfd; q++)
+	/*
+	 * Collective over @mpi: every rank takes every step, whatever it
+	 * found. One out of host memory here does not, and the others time
+	 * out and go without the peer path.
+	 */
+	if (!all || !b || !p)
+		goto nomem;
+	p->mpi = MPI_COMM_NULL;
+	p->size = size;
+	p->pidfd = malloc(size * sizeof(*p->pidfd));
+	p->xall = calloc(size, sizeof(*p->xall));
+	p->xmine = calloc(1, sizeof(*p->xmine));
+	for (q = 0; p->pidfd && q < size; q++)
 		p->pidfd[q] = -1;
-	for (q = 0; q < size && mine.ok; q++) {
-		if (q == rank || !all[q].ok)
+	b->mine = (struct hello){ .ok = size > 1 && p->pidfd && p->xall && p->xmine &&
+					!(env && !strcmp(env, "0")),
+				  .pid = getpid() };
+	f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!f || !fgets(b->mine.boot, sizeof(b->mine.boot), f))
+		b->mine.ok = 0;
+	if (f)
+		fclose(f);
+	/* A memfd has an inode of its own (an eventfd's is everyone's): proof of the right file. */
+	b->mine.fd = memfd_create("rbln-comm-peer", MFD_CLOEXEC);
+	if (b->mine.fd < 0)
+		b->mine.ok = 0;
+	else
+		b->mine.ino = inode_of(b->mine.fd);
+	if (MPI_Iallgather(&b->mine, sizeof(b->mine), MPI_BYTE, all, sizeof(b->mine), MPI_BYTE,
+			   mpi, &b->req) || !init_wait(b, timeout))
+		goto abandoned;
+	/* On one host, the same kernel, and this rank can take every other's descriptors? */
+	b->ok = b->mine.ok;
+	for (q = 0; q < size && b->ok; q++) {
+		if (q == rank)
 			continue;
+		if (!all[q].ok || strcmp(all[q].boot, b->mine.boot)) {
+			b->ok = 0;
+			break;
+		}
+		/* In another pid namespace the pid may name another process. */
 		p->pidfd[q] = sys_pidfd_open(all[q].pid);
 		fd = p->pidfd[q] < 0 ? -1 : sys_pidfd_getfd(p->pidfd[q], all[q].fd);
-		if (fd < 0)
-			ok = 0;
-		else
+		if (fd < 0 || inode_of(fd) != all[q].ino)
+			b->ok = 0;
+		if (fd >= 0)
 			close(fd);
 	}
-	if (!mine.ok)
-		ok = 0;
-	if (MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_MIN, mpi))
-		every = 0;
-	if (mine.fd >= 0)
-		close(mine.fd);
+	if (MPI_Iallreduce(&b->ok, &b->every, 1, MPI_INT, MPI_MIN, mpi, &b->req) ||
+	    !init_wait(b, timeout))
+		goto abandoned;
+	/* Every rank has tried the others' memfds. */
+	close(b->mine.fd);
+	b->mine.fd = -1;
+	if (!b->every)
+		goto off;
+	if (MPI_Comm_idup(mpi, &p->mpi, &b->req) || !init_wait(b, timeout)) {
+		p->mpi = MPI_COMM_NULL;	/* MPI may still write it: @p stays MPI's too */
+		goto abandoned;
+	}
+	MPI_Comm_set_errhandler(p->mpi, MPI_ERRORS_RETURN);
+	p->rank = rank;
+	p->dev = dev;
+	p->pid = getpid();
 	free(all);
-	if (every && MPI_Comm_dup(mpi, &p->mpi) == MPI_SUCCESS) {
-		MPI_Comm_set_errhandler(p->mpi, MPI_ERRORS_RETURN);
-		p->rank = rank;
-		p->size = size;
-		p->dev = dev;
-		p->pid = getpid();
-		return p;
-	}
-	if (p) {
-		p->mpi = MPI_COMM_NULL;
-		if (!p->pidfd)
-			p->size = 0;
-		else
-			p->size = size;
-		rbln_peer_free(p);
-	}
+	free(b);
+	return p;
+abandoned:
+	if (b->mine.fd >= 0)
+		close(b->mine.fd);
+	for (q = 0; p->pidfd && q < size; q++)
+		if (p->pidfd[q] >= 0)
+			close(p->pidfd[q]);
+	return NULL;	/* @all, @b and @p are MPI's now */
+off:
+	rbln_peer_free(p);
+	free(all);
+	free(b);
+	return NULL;
+nomem:
+	free(all);
+	free(b);
+	free(p);
 	return NULL;
 }
 

@@ -48,13 +48,14 @@ struct rbln_peer;
 
 /*
  * The peer path of a new MPI communicator @mpi (its own duplicate, of
- * @size ranks, this one @rank on @dev); collective over @mpi. NULL when
- * the ranks do not all share a host, RBLN_COMM_PEER=0 is set on a rank,
- * or a rank cannot take another's descriptors (pidfd_getfd): then every
- * collective is staged. Its MPI calls are blocking: every rank got
- * through rbln_comm_init()'s bounded exchanges just before.
+ * @size ranks, this one @rank on @dev); collective over @mpi, each wait
+ * bounded by @timeout_ms. NULL when the ranks do not all run on one
+ * kernel (the same boot_id), RBLN_COMM_PEER=0 is set on a rank, a rank
+ * cannot take another's descriptors (pidfd_getfd), or a rank did not
+ * answer in time: then every collective is staged.
  */
-struct rbln_peer *rbln_peer_init(MPI_Comm mpi, int rank, int size, struct rbln_dev *dev);
+struct rbln_peer *rbln_peer_init(MPI_Comm mpi, int rank, int size, struct rbln_dev *dev,
+				 int64_t timeout_ms);
 /* Frees @p (NULL: nothing), closing its imports; not collective. */
 void rbln_peer_free(struct rbln_peer *p);
 /* Is @p an in-process communicator's (rbln_comm_init_all())? */
