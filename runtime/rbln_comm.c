@@ -175,12 +175,13 @@ static rbln_status mpi_fail(const char *fn, const char *call, int err)
 	return rbln_fail(RBLN_ERROR_DEVICE, "%s: %s failed: %s", fn, call, msg);
 }
 
-static int64_t now_ms(void)
+/* Nanoseconds: a deadline in whole milliseconds could come up to 1 ms early. */
+static int64_t now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /*
@@ -195,7 +196,9 @@ static int64_t now_ms(void)
 static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeout_ms,
 			    const char *fn, const char *what, int *left)
 {
-	int64_t deadline = now_ms() + timeout_ms;
+	/* A timeout of more than a century does not run out. */
+	int64_t deadline = timeout_ms > INT64_MAX / 2 / 1000000 ? INT64_MAX :
+			   now_ns() + timeout_ms * 1000000;
 	int done = 0, err, i, j, k, nnamed = 0, len = 0;
 	char ranks[160] = "", msg[MPI_MAX_ERROR_STRING];
 
@@ -204,7 +207,7 @@ static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeou
 		err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
 		if (done && err == MPI_SUCCESS)
 			return RBLN_OK;
-		if (err != MPI_SUCCESS || now_ms() >= deadline)
+		if (err != MPI_SUCCESS || now_ns() >= deadline)
 			break;
 	}
 	/* Those still in MPI's hands, and the ranks they wait for. */

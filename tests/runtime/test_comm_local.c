@@ -533,6 +533,48 @@ TEST(ordered_with_device_work)
 	free_all(_metadata, comms, n);
 }
 
+/*
+ * A shard over two of the caching allocator's objects: in a fresh process
+ * a 17 MiB block takes most of the first 20 MiB map of a member's
+ * expandable segment, and the next one, of 4 MiB, starts in its last 3 MiB
+ * and ends in the next map. The other members reach it as two peer
+ * objects.
+ */
+TEST(shard_over_two_objects)
+{
+	const int64_t m = (4 << 20) / 4;
+	rbln_comm *comms[MAXR];
+	struct job jobs[MAXR];
+	struct call c;
+	rbln_tensor *x, *y;
+	char *got;
+	int l, n, r;
+
+	for (l = 0; l < 2; l++) {
+		int64_t shape[2] = { members[l], (17 << 20) / 4 };
+
+		n = members[l];
+		init_all(_metadata, comms, l);
+		x = rbln_tensor_zeros(shape, 2, RBLN_F32, ldevs[l]);
+		ASSERT_NE(NULL, x);
+		ASSERT_EQ(RBLN_OK, rbln_tensor_materialize(x));
+		y = rows_of(ldevs[l], RBLN_I32, n, m, 95);
+		ASSERT_NE(NULL, y);
+		same(&c, n, ALL_REDUCE, RBLN_SUM, 0, y, y);
+		run(comms, n, &c, jobs);
+		ASSERT_TRUE(all_ok(_metadata, jobs, n, "rbln_all_reduce"));
+		got = data_of(y);
+		ASSERT_NE(NULL, got);
+		for (r = 0; r < n; r++)
+			EXPECT_TRUE(MATCH(got + r * m * 4, RBLN_I32, m,
+					  (uint32_t)folded(RBLN_BINARY_ADD, RBLN_I32, n, _k, 95)));
+		free(got);
+		rbln_tensor_free(y);
+		rbln_tensor_free(x);
+		free_all(_metadata, comms, n);
+	}
+}
+
 /* The threads' tensors may be their own: only a rank's shard is its part. */
 TEST(tensors_of_each_thread)
 {
