@@ -912,6 +912,36 @@ static bool test_peer_imports_follow_reuse(void)
 }
 
 /*
+ * A tensor over two of the caching allocator's objects: with the cache
+ * empty, a 17 MiB block takes most of the first 20 MiB map of the
+ * expandable segment, and the next one, of 4 MiB, starts in its last
+ * 3 MiB and ends in the next map. On the peer path each rank exports both
+ * objects, and the others import both.
+ */
+static bool test_tensor_over_two_objects(void)
+{
+	const int64_t n = (4 << 20) / 4, big = (17 << 20) / 4;
+	rbln_tensor *x, *y;
+	bool ok;
+	void *got;
+
+	CHECK(rbln_synchronize(device) == RBLN_OK);
+	CHECK(rbln_empty_cache(device) == RBLN_OK);
+	x = output(RBLN_F32, big);
+	y = input(RBLN_I32, rank, n, 96);
+	CHECK(x && y);
+	if (rbln_all_reduce(y, y, RBLN_SUM, comm))
+		return FAIL("rbln_all_reduce");
+	got = data_of(y);
+	CHECK(got);
+	ok = MATCH(got, RBLN_I32, n, folded(RBLN_BINARY_ADD, RBLN_I32, _k, 96));
+	free(got);
+	rbln_tensor_free(y);
+	rbln_tensor_free(x);
+	return ok;
+}
+
+/*
  * A DMA that fails on rank 1 fails the all-reduce there, and then on every
  * other rank, which would otherwise wait for rank 1's chunks. Last: the
  * fault bans rank 1's context on its device.
@@ -1079,6 +1109,7 @@ static const struct {
 	{ "explain_and_memory", test_explain_and_memory },
 	{ "staging_in_memory_stats", test_staging_in_memory_stats },
 	{ "peer_imports_follow_reuse", test_peer_imports_follow_reuse },
+	{ "tensor_over_two_objects", test_tensor_over_two_objects },
 	{ "failure_midway", test_failure_midway },
 	/* Last: each kills a rank. */
 	{ "dead_rank_before", test_dead_rank_before },
