@@ -31,7 +31,6 @@
  * are, and MPI may still use the buffers of the calls it abandoned.
  */
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,6 +38,7 @@
 #include <mpi.h>
 
 #include "rbln/rbln_comm.h"
+#include "rbln_comm_args.h"
 #include "rbln_comm_peer.h"
 #include "rbln_explain.h"
 #include "rbln_internal.h"
@@ -48,11 +48,6 @@
 
 /* Tags on the communicator's own duplicate of the caller's: no other traffic uses it. */
 enum { TAG_META = 1, TAG_DATA = 2, TAG_GATHER = 3, TAG_SETTLE = 4 };
-
-/* How long a rank waits for the others in one exchange unless told (RBLN_COMM_TIMEOUT_MS). */
-#define DEFAULT_TIMEOUT_MS	30000
-
-struct meta;
 
 /* A staging buffer kept after a timeout: MPI may still read or write it. */
 struct parked {
@@ -73,7 +68,7 @@ struct rbln_comm {
 	 * communicator's, so that those of a call abandoned on a timeout
 	 * stay valid until rbln_comm_free().
 	 */
-	struct meta *metas;	/* every rank's request, [rank] this one's */
+	struct rbln_coll_meta *metas;	/* every rank's request, [rank] this one's */
 	int *settles;		/* every rank's (status, rank) after the data */
 	char *scratch;		/* what MPI sends and receives after a local failure */
 	MPI_Request *reqs;	/* 2 * size: a receive and a send per rank */
@@ -85,35 +80,11 @@ struct rbln_comm {
 	int nparked, cap_parked;
 };
 
-enum coll_kind { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, BROADCAST, SEND, RECV, NKINDS };
-
-static const char *const kind_names[NKINDS] = {
-	"rbln_all_reduce", "rbln_all_gather", "rbln_reduce_scatter", "rbln_broadcast",
-	"rbln_send", "rbln_recv",
-};
-
-/* What explain() calls the host bounces and NPU folds of each. */
-static const char *const kind_ops[NKINDS] = {
-	"all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv",
-};
-
-static const char *const op_names[] = { "sum", "max", "min" };
-static const unsigned int op_subs[] = { RBLN_BINARY_ADD, RBLN_BINARY_MAX, RBLN_BINARY_MIN };
-static const char *const dtype_names[] = { "f32", "f16", "bf16", "i32", "i8" };
-
-/* What a rank was asked to do: every rank compares them before any data moves. */
-struct meta {
-	int32_t kind, op, dtype, root;
-	int64_t count;		/* elements of a rank's part */
-	int32_t status;		/* the rank's own arguments: RBLN_OK, or why not */
-	char error[108];	/* its message then */
-};
-
 /* One collective as this rank runs it. */
 struct coll {
 	rbln_comm *comm;
 	struct rbln_dev *d;
-	enum coll_kind kind;
+	enum rbln_coll_kind kind;
 	rbln_redop op;
 	int root;		/* broadcast's root, send's and recv's peer */
 	rbln_tensor *in, *out;	/* broadcast, send, recv: the one tensor in both */
@@ -131,15 +102,10 @@ struct coll {
 	uint64_t last_in, last;	/* the last jobs reading the input, and of all */
 };
 
-static bool is_reduction(enum coll_kind kind)
-{
-	return kind == ALL_REDUCE || kind == REDUCE_SCATTER;
-}
-
 /* Does the chunk travel as a part from every rank (gathered, or all-to-all)? */
-static bool is_gathered(enum coll_kind kind)
+static bool is_gathered(enum rbln_coll_kind kind)
 {
-	return kind == ALL_REDUCE || kind == ALL_GATHER || kind == REDUCE_SCATTER;
+	return kind <= RBLN_COLL_REDUCE_SCATTER;
 }
 
 /*
@@ -148,7 +114,7 @@ static bool is_gathered(enum coll_kind kind)
  */
 static bool two_phase(const struct coll *k)
 {
-	return k->kind == ALL_REDUCE && k->comm->size > 1;
+	return k->kind == RBLN_COLL_ALL_REDUCE && k->comm->size > 1;
 }
 
 /* Elements of the part of a chunk of @mc elements that goes to each rank. */
@@ -318,45 +284,15 @@ static bool comm_ok(const rbln_comm *comm, const char *fn)
 	return true;
 }
 
-/* Fills @m with @st and the calling thread's last error when @st failed. */
-static void meta_status(struct meta *m, rbln_status st)
-{
-	m->status = st;
-	if (st)
-		snprintf(m->error, sizeof(m->error), "%s", rbln_last_error());
-}
-
-/*
- * The timeout from RBLN_COMM_TIMEOUT_MS, in *@ms: milliseconds, a whole
- * number above 0; DEFAULT_TIMEOUT_MS without it.
- */
-static rbln_status env_timeout(int64_t *ms, const char *fn)
-{
-	const char *v = getenv("RBLN_COMM_TIMEOUT_MS");
-	long long n;
-	char *end;
-
-	*ms = DEFAULT_TIMEOUT_MS;
-	if (!v || !*v)
-		return RBLN_OK;
-	errno = 0;
-	n = strtoll(v, &end, 10);
-	if (errno || *end || end == v || n <= 0)
-		return rbln_fail(RBLN_ERROR_INVALID,
-				 "%s: RBLN_COMM_TIMEOUT_MS=%s is not a number of milliseconds above 0",
-				 fn, v);
-	*ms = n;
-	return RBLN_OK;
-}
-
 /*
  * Every rank's @mine in @all, in rank order, over the caller's @mpi,
  * where point-to-point traffic of ours could meet the caller's: an
  * MPI_Iallgather, within @timeout_ms. On a timeout both buffers stay
  * MPI's: *@abandoned is then true and the caller must not free them.
  */
-static rbln_status init_gather(MPI_Comm mpi, const struct meta *mine, struct meta *all,
-			       int64_t timeout_ms, bool *abandoned, const char *fn)
+static rbln_status init_gather(MPI_Comm mpi, const struct rbln_coll_meta *mine,
+			       struct rbln_coll_meta *all, int64_t timeout_ms, bool *abandoned,
+			       const char *fn)
 {
 	MPI_Request req;
 	int peer = -1, left, err;
@@ -373,10 +309,10 @@ static rbln_status init_gather(MPI_Comm mpi, const struct meta *mine, struct met
 rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 {
 	const char *fn = "rbln_comm_init";
-	struct meta *mine = NULL, *all = NULL;
+	struct rbln_coll_meta *mine = NULL, *all = NULL;
 	int inited = 0, finalized = 0, rank, size, r, err, peer = -1, left = 0;
 	bool abandoned = false;
-	int64_t timeout_ms = DEFAULT_TIMEOUT_MS;
+	int64_t timeout_ms = RBLN_COMM_DEFAULT_TIMEOUT_MS;
 	rbln_status gathered;
 	struct rbln_ldev *l = NULL;
 	rbln_status st = RBLN_OK;
@@ -421,7 +357,7 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 	if (!c || !c->metas || !c->settles || !c->reqs || !c->peers)
 		st = rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
 	if (!st)
-		st = env_timeout(&timeout_ms, fn);
+		st = rbln_comm_env_timeout(&timeout_ms, fn);
 	if (!st) {
 		l = rbln_ldev_get(device);
 		st = l ? RBLN_OK : rbln_last_status();
@@ -430,7 +366,7 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 		st = rbln_fail(RBLN_ERROR_UNSUPPORTED,
 			       "%s: rbln:%d is a logical device of %d NPUs: a rank takes one NPU",
 			       fn, l->index, l->nmembers);
-	meta_status(mine, st);
+	rbln_coll_meta_status(mine, st);
 	/* Every rank learns whether all can join before the collective MPI_Comm_idup. */
 	gathered = init_gather(mpi, mine, all, timeout_ms, &abandoned, fn);
 	if (!st)
@@ -574,7 +510,7 @@ int rbln_comm_device(const rbln_comm *comm)
 /* Is @t a live tensor on the communicator's device? @what names it. */
 static rbln_status check_tensor(const struct coll *k, rbln_tensor *t, const char *what)
 {
-	const char *fn = kind_names[k->kind];
+	const char *fn = rbln_coll_names[k->kind];
 
 	if (!rbln_tensor_ok(t, fn))
 		return RBLN_ERROR_INVALID;
@@ -596,75 +532,20 @@ static rbln_status check_tensor(const struct coll *k, rbln_tensor *t, const char
  */
 static rbln_status check_args(struct coll *k)
 {
-	const char *fn = kind_names[k->kind];
-	int size = k->comm->size;
+	const char *fn = rbln_coll_names[k->kind];
 	char what[64];
-	int64_t whole;
 	rbln_status st;
 
-	st = check_tensor(k, k->in, k->kind == ALL_REDUCE || k->kind == ALL_GATHER ||
-				    k->kind == REDUCE_SCATTER ? "the input" : "the tensor");
+	st = check_tensor(k, k->in, k->kind <= RBLN_COLL_REDUCE_SCATTER ? "the input" : "the tensor");
 	if (!st && k->out != k->in)
 		st = check_tensor(k, k->out, "the output");
+	if (!st)
+		st = rbln_coll_check(k->kind, k->op, k->root, k->comm->rank, k->comm->size, k->in,
+				     k->out, k->in_place, k->in->numel, k->out->numel, NULL, &k->n);
 	if (st)
 		return st;
-	if (k->in->dtype != k->out->dtype)
-		return rbln_fail(RBLN_ERROR_INVALID, "%s: the input is %s, the output %s", fn,
-				 dtype_names[k->in->dtype], dtype_names[k->out->dtype]);
-	if (is_reduction(k->kind) && (k->op < RBLN_SUM || k->op > RBLN_MIN))
-		return rbln_fail(RBLN_ERROR_INVALID, "%s: unknown reduction %d (RBLN_SUM, RBLN_MAX, RBLN_MIN)",
-				 fn, (int)k->op);
-	if ((k->kind == BROADCAST || k->kind == SEND || k->kind == RECV) &&
-	    (k->root < 0 || k->root >= size))
-		return rbln_fail(RBLN_ERROR_INVALID, "%s: %s %d is not a rank (0 to %d)", fn,
-				 k->kind == BROADCAST ? "root" : "peer", k->root, size - 1);
-	if ((k->kind == SEND || k->kind == RECV) && k->root == k->comm->rank)
-		return rbln_fail(RBLN_ERROR_INVALID, "%s: peer %d is this rank", fn, k->root);
-
-	k->n = k->in->numel;
-	if (k->kind == ALL_GATHER || k->kind == REDUCE_SCATTER) {
-		/* The tensor of all parts, and the part. */
-		whole = k->kind == ALL_GATHER ? k->out->numel : k->in->numel;
-		k->n = k->kind == ALL_GATHER ? k->in->numel : k->out->numel;
-		if (k->in_place && whole % size)
-			return rbln_fail(RBLN_ERROR_INVALID,
-					 "%s: in place, %lld elements do not split into %d equal parts",
-					 fn, (long long)whole, size);
-		if (k->in_place)
-			k->n = whole / size;
-		else if (whole != k->n * size)
-			return rbln_fail(RBLN_ERROR_INVALID,
-					 "%s: the %s has %lld elements, not %d times the %s's %lld",
-					 fn, k->kind == ALL_GATHER ? "output" : "input", (long long)whole,
-					 size, k->kind == ALL_GATHER ? "input" : "output",
-					 (long long)k->n);
-	} else if (k->kind == ALL_REDUCE && k->out->numel != k->n) {
-		return rbln_fail(RBLN_ERROR_INVALID, "%s: the input has %lld elements, the output %lld",
-				 fn, (long long)k->n, (long long)k->out->numel);
-	}
 	snprintf(what, sizeof(what), "%s: a transfer through the host", fn);
 	return rbln_capture_refuse(k->comm->device, NULL, what);
-}
-
-/* "rbln_all_reduce(sum) of 12 f32 elements a rank" and the like. */
-static void describe(const struct meta *m, char *buf, size_t len)
-{
-	char what[48] = "";
-
-	if (m->kind == ALL_REDUCE || m->kind == REDUCE_SCATTER)
-		snprintf(what, sizeof(what), "(%s)", m->op >= 0 && m->op <= 2 ? op_names[m->op] : "?");
-	else if (m->kind == BROADCAST)
-		snprintf(what, sizeof(what), " from rank %d", m->root);
-	snprintf(buf, len, "%s%s of %lld %s elements",
-		 m->kind >= 0 && m->kind < NKINDS ? kind_names[m->kind] : "?", what,
-		 (long long)m->count, m->dtype >= 0 && m->dtype <= RBLN_I8 ? dtype_names[m->dtype] : "?");
-}
-
-static bool meta_same(const struct meta *a, const struct meta *b)
-{
-	return a->kind == b->kind && a->dtype == b->dtype && a->count == b->count &&
-	       (!is_reduction(a->kind) || a->op == b->op) &&
-	       (a->kind != BROADCAST || a->root == b->root);
 }
 
 /*
@@ -673,25 +554,23 @@ static bool meta_same(const struct meta *a, const struct meta *b)
  */
 static rbln_status agree(struct coll *k, rbln_status local)
 {
-	const char *fn = kind_names[k->kind];
+	const char *fn = rbln_coll_names[k->kind];
 	rbln_comm *c = k->comm;
-	struct meta *all = c->metas, *mine = &c->metas[c->rank], *theirs;
-	char a[128], b[128];
+	struct rbln_coll_meta *all = c->metas, *mine = &c->metas[c->rank];
 	rbln_status st;
-	int r, n = 0, err;
+	int n = 0, err;
 
-	*mine = (struct meta){ .kind = k->kind, .op = k->op, .root = k->root };
+	*mine = (struct rbln_coll_meta){ .kind = k->kind, .op = k->op, .root = k->root };
 	if (!local) {
 		mine->dtype = k->in->dtype;
 		mine->count = k->n;
 	}
-	meta_status(mine, local);
-	if (k->kind == SEND || k->kind == RECV) {
+	rbln_coll_meta_status(mine, local);
+	if (rbln_coll_is_pair(k->kind)) {
 		/* A peer that is no rank has no one to tell. */
 		if (k->root < 0 || k->root >= c->size || k->root == c->rank)
 			return local;
-		theirs = &all[k->root];
-		err = post(c, &n, false, theirs, sizeof(*theirs), k->root, TAG_META);
+		err = post(c, &n, false, &all[k->root], sizeof(*all), k->root, TAG_META);
 		if (err == MPI_SUCCESS)
 			err = post(c, &n, true, mine, sizeof(*mine), k->root, TAG_META);
 		st = comm_wait(c, n, fn, "the check of the arguments");
@@ -699,39 +578,12 @@ static rbln_status agree(struct coll *k, rbln_status local)
 			st = mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
 		if (st)
 			return c->broken[0] || !local ? st : local;
-		if (local)
-			return local;
-		if (theirs->status)
-			return rbln_fail(theirs->status, "%s: peer %d cannot take part: %s", fn,
-					 k->root, theirs->error);
-		if (theirs->kind != (k->kind == SEND ? RECV : SEND) || theirs->dtype != mine->dtype ||
-		    theirs->count != mine->count) {
-			describe(mine, a, sizeof(a));
-			describe(theirs, b, sizeof(b));
-			return rbln_fail(RBLN_ERROR_INVALID, "%s: this rank calls %s, peer %d %s",
-					 fn, a, k->root, b);
-		}
-		return RBLN_OK;
+		return rbln_coll_judge(all, c->size, c->rank, mine, k->root);
 	}
 	st = comm_allgather(c, all, sizeof(*all), TAG_META, fn, "the check of the arguments");
 	if (st)
 		return c->broken[0] || !local ? st : local;
-	for (r = 0; r < c->size && !st; r++) {
-		if (!all[r].status)
-			continue;
-		st = local ? local :
-		     rbln_fail(all[r].status, "%s: rank %d cannot take part: %s", fn, r, all[r].error);
-	}
-	/* Against rank 0's, so that every rank finds the same mismatch. */
-	for (r = 1; r < c->size && !st; r++) {
-		if (meta_same(&all[0], &all[r]))
-			continue;
-		describe(&all[0], a, sizeof(a));
-		describe(&all[r], b, sizeof(b));
-		st = rbln_fail(RBLN_ERROR_INVALID, "%s: ranks disagree: rank 0 calls %s, rank %d %s",
-			       fn, a, r, b);
-	}
-	return st;
+	return rbln_coll_judge(all, c->size, c->rank, mine, -1);
 }
 
 /*
@@ -741,7 +593,7 @@ static rbln_status agree(struct coll *k, rbln_status local)
  */
 static rbln_status settle(struct coll *k, rbln_status st)
 {
-	const char *fn = kind_names[k->kind];
+	const char *fn = rbln_coll_names[k->kind];
 	rbln_comm *c = k->comm;
 	int *mine = &c->settles[2 * c->rank], worst[2] = { 0, 0 }, n = 0, r, err = MPI_SUCCESS;
 	rbln_status got;
@@ -750,7 +602,7 @@ static rbln_status settle(struct coll *k, rbln_status st)
 		return st;
 	mine[0] = st;
 	mine[1] = c->rank;
-	if (k->kind == SEND || k->kind == RECV) {
+	if (rbln_coll_is_pair(k->kind)) {
 		err = post(c, &n, false, &c->settles[2 * k->root], 2 * sizeof(int), k->root,
 			   TAG_SETTLE);
 		if (err == MPI_SUCCESS)
@@ -767,7 +619,7 @@ static rbln_status settle(struct coll *k, rbln_status st)
 	if (got)
 		return got;
 	for (r = 0; r < c->size; r++) {
-		if (k->kind == SEND || k->kind == RECV ? r != k->root && r != c->rank : false)
+		if (rbln_coll_is_pair(k->kind) ? r != k->root && r != c->rank : false)
 			continue;
 		if (c->settles[2 * r] < worst[0])
 			worst[0] = c->settles[2 * r], worst[1] = r;
@@ -781,7 +633,7 @@ static rbln_status settle(struct coll *k, rbln_status st)
 static void bounce(struct coll *k, bool to_host, uint64_t bytes)
 {
 	if (bytes && rbln_explain_active())
-		rbln_explain_bounce(kind_ops[k->kind], to_host, bytes, k->site);
+		rbln_explain_bounce(rbln_coll_ops[k->kind], to_host, bytes, k->site);
 }
 
 /*
@@ -831,7 +683,7 @@ static rbln_status fetch(struct coll *k, int64_t c0, int64_t mc, struct rbln_hos
 	st = rbln_staging_get(k->d, s);
 	if (st)
 		return st;
-	if (k->kind == REDUCE_SCATTER) {
+	if (k->kind == RBLN_COLL_REDUCE_SCATTER) {
 		/* Part r of the input goes to rank r. */
 		for (r = 0; r < k->comm->size; r++)
 			k->spans[nspans++] = (struct rbln_staging_span){
@@ -846,7 +698,8 @@ static rbln_status fetch(struct coll *k, int64_t c0, int64_t mc, struct rbln_hos
 					.va = k->in_va + (c0 + r * part_of(k, mc)) * k->esize,
 					.at = r * part_of(k, mc) * k->esize,
 					.bytes = seg_len(k, mc, r) * k->esize };
-	} else if (k->kind != RECV && (k->kind != BROADCAST || k->comm->rank == k->root)) {
+	} else if (k->kind != RBLN_COLL_RECV &&
+		   (k->kind != RBLN_COLL_BROADCAST || k->comm->rank == k->root)) {
 		k->spans[nspans++] = (struct rbln_staging_span){
 			.bo = k->in_bo, .va = k->in_va + c0 * k->esize, .at = 0, .bytes = bytes };
 	}
@@ -878,7 +731,7 @@ static const char *chunk_name(char *buf, size_t len, const struct coll *k, int64
  */
 static rbln_status exchange(struct coll *k, void *s, void *g, int64_t c0, int64_t mc)
 {
-	const char *fn = kind_names[k->kind];
+	const char *fn = rbln_coll_names[k->kind];
 	int bytes = part_of(k, mc) * k->esize, err = MPI_SUCCESS, n = 0, r;
 	rbln_comm *c = k->comm;
 	char what[64];
@@ -886,15 +739,15 @@ static rbln_status exchange(struct coll *k, void *s, void *g, int64_t c0, int64_
 
 	chunk_name(what, sizeof(what), k, c0, "the data");
 	switch (k->kind) {
-	case ALL_REDUCE:
+	case RBLN_COLL_ALL_REDUCE:
 		if (two_phase(k))
 			goto all_to_all;
 		/* fall through */
-	case ALL_GATHER:
+	case RBLN_COLL_ALL_GATHER:
 		/* Every rank's part at its place: this rank's from @s. */
 		memcpy((char *)g + (size_t)c->rank * bytes, s, bytes);
 		return comm_allgather(c, g, bytes, TAG_DATA, fn, what);
-	case REDUCE_SCATTER:
+	case RBLN_COLL_REDUCE_SCATTER:
 	all_to_all:
 		/* Part r of @s to rank r, rank r's part of this rank's to part r of @g. */
 		for (r = 0; r < c->size && err == MPI_SUCCESS; r++)
@@ -908,13 +761,13 @@ static rbln_status exchange(struct coll *k, void *s, void *g, int64_t c0, int64_
 		memcpy((char *)g + (size_t)c->rank * bytes, (char *)s + (size_t)c->rank * bytes,
 		       bytes);
 		break;
-	case BROADCAST:
+	case RBLN_COLL_BROADCAST:
 		for (r = 0; r < c->size && err == MPI_SUCCESS; r++)
 			if (c->rank == k->root ? r != c->rank : r == k->root)
 				err = post(c, &n, c->rank == k->root, s, bytes, r, TAG_DATA);
 		break;
 	default:
-		err = post(c, &n, k->kind == SEND, s, bytes, k->root, TAG_DATA);
+		err = post(c, &n, k->kind == RBLN_COLL_SEND, s, bytes, k->root, TAG_DATA);
 		break;
 	}
 	st = comm_wait(c, n, fn, what);
@@ -937,17 +790,18 @@ static rbln_status store(struct coll *k, int slot, int64_t c0, int64_t mc,
 	uint32_t bos[2];
 	rbln_status st;
 
-	if (k->kind == ALL_GATHER) {
+	if (k->kind == RBLN_COLL_ALL_GATHER) {
 		for (r = 0; r < size; r++)
 			if (!k->in_place || r != k->comm->rank)
 				k->spans[nspans++] = (struct rbln_staging_span){
 					.bo = k->out_bo, .va = k->out_va + (r * k->n + c0) * k->esize,
 					.at = r * bytes, .bytes = bytes };
-	} else if (is_reduction(k->kind) && size > 1) {
+	} else if (rbln_coll_is_reduction(k->kind) && size > 1) {
 		fold = rbln_block_va(k->fold) + (uint64_t)slot * size * k->m * k->esize;
 		k->spans[nspans++] = (struct rbln_staging_span){
 			.bo = rbln_block_handle(k->fold), .va = fold, .at = 0, .bytes = size * bytes };
-	} else if (k->kind != SEND && (k->kind != BROADCAST || k->comm->rank != k->root)) {
+	} else if (k->kind != RBLN_COLL_SEND &&
+		   (k->kind != RBLN_COLL_BROADCAST || k->comm->rank != k->root)) {
 		k->spans[nspans++] = (struct rbln_staging_span){
 			.bo = k->out_bo, .va = dst, .at = 0, .bytes = bytes };
 	}
@@ -959,15 +813,15 @@ static rbln_status store(struct coll *k, int slot, int64_t c0, int64_t mc,
 		k->last = point;
 		bounce(k, false, k->spans[0].bytes * nspans);
 	}
-	if (!is_reduction(k->kind) || size == 1)
+	if (!rbln_coll_is_reduction(k->kind) || size == 1)
 		return RBLN_OK;
 
 	bos[0] = k->out_bo;
 	bos[1] = rbln_block_handle(k->fold);
 	for (r = 1; r < size && !st; r++) {
 		part = fold + r * bytes;
-		st = rbln_ew_binary(k->d, op_subs[k->op], k->in->dtype, mc, dst,
-				    r == 1 ? fold : dst, part, bos, 2, kind_ops[k->kind], k->site,
+		st = rbln_ew_binary(k->d, rbln_redop_subs[k->op], k->in->dtype, mc, dst,
+				    r == 1 ? fold : dst, part, bos, 2, rbln_coll_ops[k->kind], k->site,
 				    &point);
 		if (!st)
 			k->last = point;
@@ -997,7 +851,7 @@ static rbln_status gather_folded(struct coll *k, void *s, void *g, int64_t c0, i
 	char what[64];
 
 	memcpy((char *)g + (size_t)k->comm->rank * bytes, s, bytes);
-	return comm_allgather(k->comm, g, bytes, TAG_GATHER, kind_names[k->kind],
+	return comm_allgather(k->comm, g, bytes, TAG_GATHER, rbln_coll_names[k->kind],
 			      chunk_name(what, sizeof(what), k, c0, "the folded segments"));
 }
 
@@ -1040,9 +894,9 @@ static rbln_status store_folded(struct coll *k, int slot, int64_t c0, int64_t mc
 	bos[0] = k->out_bo;
 	bos[1] = rbln_block_handle(k->fold);
 	for (r = 1; r < size && len && !st; r++) {
-		st = rbln_ew_binary(k->d, op_subs[k->op], k->in->dtype, len, dst,
+		st = rbln_ew_binary(k->d, rbln_redop_subs[k->op], k->in->dtype, len, dst,
 				    r == 1 ? fold : dst, fold + r * pbytes, bos, 2,
-				    kind_ops[k->kind], k->site, &point);
+				    rbln_coll_ops[k->kind], k->site, &point);
 		if (!st)
 			k->last = point;
 	}
@@ -1146,21 +1000,21 @@ static rbln_status prepare(struct coll *k)
 	k->in_va = rbln_block_va(k->in->shards[0].block);
 	k->out_bo = rbln_block_handle(k->out->shards[0].block);
 	k->out_va = rbln_block_va(k->out->shards[0].block);
-	if (k->in_place && k->kind == ALL_GATHER)
+	if (k->in_place && k->kind == RBLN_COLL_ALL_GATHER)
 		k->in_va += k->comm->rank * k->n * k->esize;
-	if (k->in_place && k->kind == REDUCE_SCATTER)
+	if (k->in_place && k->kind == RBLN_COLL_REDUCE_SCATTER)
 		k->out_va += k->comm->rank * k->n * k->esize;
 	k->spans = calloc(size, sizeof(*k->spans));
 	if (!k->spans)
 		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory",
-				 kind_names[k->kind]);
-	if (!is_reduction(k->kind) || size == 1)
+				 rbln_coll_names[k->kind]);
+	if (!rbln_coll_is_reduction(k->kind) || size == 1)
 		return RBLN_OK;
 	ret = rbln_allocator_alloc(k->d->alloc, 2 * (uint64_t)size * part_of(k, k->m) * k->esize,
 				   0, &k->fold,
 				   msg, sizeof(msg));
 	if (ret)
-		return rbln_fail(rbln_errno_status(ret), "%s: rbln:%d: %s", kind_names[k->kind],
+		return rbln_fail(rbln_errno_status(ret), "%s: rbln:%d: %s", rbln_coll_names[k->kind],
 				 k->comm->device, msg);
 	return RBLN_OK;
 }
@@ -1168,8 +1022,8 @@ static rbln_status prepare(struct coll *k)
 /* @k as the peer path takes it. */
 static const struct rbln_peer_args *peer_args(const struct coll *k, struct rbln_peer_args *a)
 {
-	_Static_assert((int)RBLN_COLL_RECV == (int)RECV, "rbln_comm_peer.h's order");
-	*a = (struct rbln_peer_args){ .kind = (enum rbln_coll_kind)k->kind, .op = k->op,
+	_Static_assert((int)RBLN_COLL_RECV == (int)RBLN_COLL_RECV, "rbln_comm_peer.h's order");
+	*a = (struct rbln_peer_args){ .kind = k->kind, .op = k->op,
 				     .root = k->root, .in = k->in, .out = k->out,
 				     .in_place = k->in_place, .n = k->n, .site = k->site,
 				     .timeout_ms = k->comm->timeout_ms };
@@ -1182,11 +1036,11 @@ static rbln_status collective(struct coll *k)
 	struct rbln_peer_args pa;
 	rbln_status st;
 
-	if (!comm_ok(comm, kind_names[k->kind]))
+	if (!comm_ok(comm, rbln_coll_names[k->kind]))
 		return RBLN_ERROR_INVALID;
 	k->d = comm->dev;
 	pthread_mutex_lock(&comm->lock);
-	st = comm_usable(comm, kind_names[k->kind]);
+	st = comm_usable(comm, rbln_coll_names[k->kind]);
 	if (!st && rbln_peer_is_local(comm->peer)) {
 		/* In process: the threads of a logical device's members (rbln_comm_peer.c) */
 		st = rbln_peer_local_collective(comm->peer, peer_args(k, &pa));
@@ -1209,7 +1063,7 @@ static rbln_status collective(struct coll *k)
 			k->m = k->n;
 		if (!k->m)
 			st = rbln_fail(RBLN_ERROR_UNSUPPORTED, "%s: %d ranks: a chunk holds %u bytes",
-				       kind_names[k->kind], comm->size, RBLN_STAGING_CHUNK);
+				       rbln_coll_names[k->kind], comm->size, RBLN_STAGING_CHUNK);
 	}
 	if (!st)
 		st = prepare(k);
@@ -1232,7 +1086,7 @@ static rbln_status collective(struct coll *k)
 
 rbln_status rbln_all_reduce(rbln_tensor *in, rbln_tensor *out, rbln_redop op, rbln_comm *comm)
 {
-	struct coll k = { .comm = comm, .kind = ALL_REDUCE, .op = op, .in = in, .out = out,
+	struct coll k = { .comm = comm, .kind = RBLN_COLL_ALL_REDUCE, .op = op, .in = in, .out = out,
 			  .in_place = in == out, .site = RBLN_CALLER() };
 
 	return collective(&k);
@@ -1240,7 +1094,7 @@ rbln_status rbln_all_reduce(rbln_tensor *in, rbln_tensor *out, rbln_redop op, rb
 
 rbln_status rbln_all_gather(rbln_tensor *in, rbln_tensor *out, rbln_comm *comm)
 {
-	struct coll k = { .comm = comm, .kind = ALL_GATHER, .in = in, .out = out,
+	struct coll k = { .comm = comm, .kind = RBLN_COLL_ALL_GATHER, .in = in, .out = out,
 			  .in_place = in == out, .site = RBLN_CALLER() };
 
 	return collective(&k);
@@ -1249,7 +1103,7 @@ rbln_status rbln_all_gather(rbln_tensor *in, rbln_tensor *out, rbln_comm *comm)
 rbln_status rbln_reduce_scatter(rbln_tensor *in, rbln_tensor *out, rbln_redop op,
 				rbln_comm *comm)
 {
-	struct coll k = { .comm = comm, .kind = REDUCE_SCATTER, .op = op, .in = in, .out = out,
+	struct coll k = { .comm = comm, .kind = RBLN_COLL_REDUCE_SCATTER, .op = op, .in = in, .out = out,
 			  .in_place = in == out, .site = RBLN_CALLER() };
 
 	return collective(&k);
@@ -1257,7 +1111,7 @@ rbln_status rbln_reduce_scatter(rbln_tensor *in, rbln_tensor *out, rbln_redop op
 
 rbln_status rbln_broadcast(rbln_tensor *t, int root, rbln_comm *comm)
 {
-	struct coll k = { .comm = comm, .kind = BROADCAST, .root = root, .in = t, .out = t,
+	struct coll k = { .comm = comm, .kind = RBLN_COLL_BROADCAST, .root = root, .in = t, .out = t,
 			  .site = RBLN_CALLER() };
 
 	return collective(&k);
@@ -1265,7 +1119,7 @@ rbln_status rbln_broadcast(rbln_tensor *t, int root, rbln_comm *comm)
 
 rbln_status rbln_send(rbln_tensor *t, int peer, rbln_comm *comm)
 {
-	struct coll k = { .comm = comm, .kind = SEND, .root = peer, .in = t, .out = t,
+	struct coll k = { .comm = comm, .kind = RBLN_COLL_SEND, .root = peer, .in = t, .out = t,
 			  .site = RBLN_CALLER() };
 
 	return collective(&k);
@@ -1273,7 +1127,7 @@ rbln_status rbln_send(rbln_tensor *t, int peer, rbln_comm *comm)
 
 rbln_status rbln_recv(rbln_tensor *t, int peer, rbln_comm *comm)
 {
-	struct coll k = { .comm = comm, .kind = RECV, .root = peer, .in = t, .out = t,
+	struct coll k = { .comm = comm, .kind = RBLN_COLL_RECV, .root = peer, .in = t, .out = t,
 			  .site = RBLN_CALLER() };
 
 	return collective(&k);

@@ -53,27 +53,6 @@
 #include "rbln_comm_peer.h"
 #include "rbln_internal.h"
 
-static const char *const kind_names[RBLN_COLL_NKINDS] = {
-	"rbln_all_reduce", "rbln_all_gather", "rbln_reduce_scatter", "rbln_broadcast",
-	"rbln_send", "rbln_recv",
-};
-static const char *const kind_ops[RBLN_COLL_NKINDS] = {
-	"all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv",
-};
-static const char *const op_names[] = { "sum", "max", "min" };
-static const unsigned int op_subs[] = { RBLN_BINARY_ADD, RBLN_BINARY_MAX, RBLN_BINARY_MIN };
-static const char *const dtype_names[] = { "f32", "f16", "bf16", "i32", "i8" };
-
-static bool is_reduction(enum rbln_coll_kind kind)
-{
-	return kind == RBLN_COLL_ALL_REDUCE || kind == RBLN_COLL_REDUCE_SCATTER;
-}
-
-static bool is_pair(enum rbln_coll_kind kind)
-{
-	return kind == RBLN_COLL_SEND || kind == RBLN_COLL_RECV;
-}
-
 /* ------------------------------------------------------------------ */
 /* A rank's buffer as this rank's device reaches it                    */
 
@@ -191,8 +170,8 @@ static rbln_status binary(struct direct *k, const struct reach *dst, uint64_t do
 		len = len < dlen ? len : dlen;
 		len = len < alen ? len : alen;
 		len = len < blen ? len : blen;
-		st = rbln_ew_binary(k->d, op_subs[k->op], k->dtype, len / k->esize, dva, ava, bva,
-				    bos, 3, kind_ops[k->kind], k->site, &point);
+		st = rbln_ew_binary(k->d, rbln_redop_subs[k->op], k->dtype, len / k->esize, dva, ava, bva,
+				    bos, 3, rbln_coll_ops[k->kind], k->site, &point);
 		if (!st)
 			k->last = point;
 		doff += len;
@@ -366,11 +345,11 @@ static rbln_status tmp_alloc(struct direct *k, struct rbln_block **b)
 	int ret;
 
 	*b = NULL;
-	if (!is_reduction(k->kind) || !k->in_place || !len)
+	if (!rbln_coll_is_reduction(k->kind) || !k->in_place || !len)
 		return RBLN_OK;
 	ret = rbln_allocator_alloc(k->d->alloc, len * k->esize, 0, b, msg, sizeof(msg));
 	if (ret)
-		return rbln_fail(rbln_errno_status(ret), "%s: %s", kind_names[k->kind], msg);
+		return rbln_fail(rbln_errno_status(ret), "%s: %s", rbln_coll_names[k->kind], msg);
 	if (!reach_add(&k->tmp, 0, len * k->esize, rbln_block_va(*b), rbln_block_handle(*b))) {
 		rbln_allocator_free(k->d->alloc, *b, 0, 0);
 		*b = NULL;
@@ -390,93 +369,12 @@ static rbln_status device_ready(struct rbln_dev *d)
 	return rbln_wait_point(d, point);
 }
 
-/* A rank's request: every rank compares them before any data moves. */
-struct meta {
-	int32_t kind, op, dtype, root;
-	int64_t count;		/* elements of a rank's part */
-	int32_t status;		/* the rank's own arguments: RBLN_OK, or why not */
-	char error[160];
-};
-
-static void describe(const struct meta *m, char *buf, size_t len)
-{
-	char what[48] = "";
-
-	if (is_reduction(m->kind))
-		snprintf(what, sizeof(what), "(%s)", m->op >= 0 && m->op <= 2 ? op_names[m->op] : "?");
-	else if (m->kind == RBLN_COLL_BROADCAST)
-		snprintf(what, sizeof(what), " from rank %d", m->root);
-	snprintf(buf, len, "%s%s of %lld %s elements",
-		 m->kind >= 0 && m->kind < RBLN_COLL_NKINDS ? kind_names[m->kind] : "?", what,
-		 (long long)m->count,
-		 m->dtype >= 0 && m->dtype <= RBLN_I8 ? dtype_names[m->dtype] : "?");
-}
-
-static bool meta_same(const struct meta *a, const struct meta *b)
-{
-	return a->kind == b->kind && a->dtype == b->dtype && a->count == b->count &&
-	       (!is_reduction(a->kind) || a->op == b->op) &&
-	       (a->kind != RBLN_COLL_BROADCAST || a->root == b->root);
-}
-
-/*
- * The verdict on every rank's request (@all, @size of them; for send and
- * recv, this rank's and its peer's): the same failure on every rank that
- * sees the same requests.
- */
-static rbln_status judge(const struct meta *all, int size, int rank, const struct meta *mine,
-			 int peer)
-{
-	const char *fn = kind_names[mine->kind];
-	char a[128], b[128];
-	int r;
-
-	if (mine->status)
-		return mine->status;	/* its own message stands */
-	if (is_pair(mine->kind)) {
-		const struct meta *t = &all[peer];
-
-		if (t->status)
-			return rbln_fail(t->status, "%s: peer %d cannot take part: %s", fn, peer,
-					 t->error);
-		if (t->kind != (mine->kind == RBLN_COLL_SEND ? RBLN_COLL_RECV : RBLN_COLL_SEND) ||
-		    t->dtype != mine->dtype || t->count != mine->count || t->root != rank) {
-			describe(mine, a, sizeof(a));
-			describe(t, b, sizeof(b));
-			return rbln_fail(RBLN_ERROR_INVALID, "%s: this rank calls %s, peer %d %s%s",
-					 fn, a, peer, b, t->root != rank && t->kind != mine->kind ?
-					 " with another rank" : "");
-		}
-		return RBLN_OK;
-	}
-	for (r = 0; r < size; r++)
-		if (all[r].status)
-			return rbln_fail(all[r].status, "%s: rank %d cannot take part: %s", fn, r,
-					 all[r].error);
-	for (r = 1; r < size; r++) {
-		if (meta_same(&all[0], &all[r]))
-			continue;
-		describe(&all[0], a, sizeof(a));
-		describe(&all[r], b, sizeof(b));
-		return rbln_fail(RBLN_ERROR_INVALID, "%s: ranks disagree: rank 0 calls %s, rank %d %s",
-				 fn, a, r, b);
-	}
-	return RBLN_OK;
-}
-
-static void meta_status(struct meta *m, rbln_status st)
-{
-	m->status = st;
-	if (st)
-		snprintf(m->error, sizeof(m->error), "%s", rbln_last_error());
-}
-
 /* ------------------------------------------------------------------ */
 /* In process: a logical device's members                              */
 
 /* What a thread publishes for its collective. */
 struct slot {
-	struct meta m;
+	struct rbln_coll_meta m;
 	struct rbln_dev *dev;
 	struct rbln_block *block[2];	/* input, output */
 	uint64_t off[2], bytes[2];	/* the rank's part in them */
@@ -622,14 +520,14 @@ static rbln_status local_meet(struct direct *k, rbln_status st)
 	if (c->broken)
 		return st;
 	res = group_meet(c->p->g, c->pt, c->who, k->rank, st, c->timeout, &worst,
-			 kind_names[k->kind]);
+			 rbln_coll_names[k->kind]);
 	if (res && worst == k->rank && !st)
 		c->broken = true;	/* the meeting itself failed */
 	if (st)
 		return st;
 	if (res && worst != k->rank)
 		return rbln_fail(res, "%s: rank %d failed midway: the result is not valid",
-				 kind_names[k->kind], worst);
+				 rbln_coll_names[k->kind], worst);
 	return res;
 }
 
@@ -659,9 +557,8 @@ static int64_t shard_numel(const struct rbln_peer *p, const rbln_tensor *t)
 static rbln_status local_check(struct rbln_peer *p, const struct rbln_peer_args *a,
 			       struct direct *k)
 {
-	const char *fn = kind_names[a->kind];
-	int64_t whole, part;
-	char what[64];
+	const char *fn = rbln_coll_names[a->kind];
+	char what[64], whose[32];
 	rbln_status st;
 
 	st = local_tensor(p, a->in, fn, a->kind <= RBLN_COLL_REDUCE_SCATTER ? "the input" :
@@ -670,42 +567,11 @@ static rbln_status local_check(struct rbln_peer *p, const struct rbln_peer_args 
 		st = local_tensor(p, a->out, fn, "the output");
 	if (st)
 		return st;
-	if (a->in->dtype != a->out->dtype)
-		return rbln_fail(RBLN_ERROR_INVALID, "%s: the input is %s, the output %s", fn,
-				 dtype_names[a->in->dtype], dtype_names[a->out->dtype]);
-	if (is_reduction(a->kind) && (a->op < RBLN_SUM || a->op > RBLN_MIN))
-		return rbln_fail(RBLN_ERROR_INVALID,
-				 "%s: unknown reduction %d (RBLN_SUM, RBLN_MAX, RBLN_MIN)", fn,
-				 (int)a->op);
-	if ((a->kind == RBLN_COLL_BROADCAST || is_pair(a->kind)) &&
-	    (a->root < 0 || a->root >= p->size))
-		return rbln_fail(RBLN_ERROR_INVALID, "%s: %s %d is not a rank (0 to %d)", fn,
-				 a->kind == RBLN_COLL_BROADCAST ? "root" : "peer", a->root,
-				 p->size - 1);
-	if (is_pair(a->kind) && a->root == p->rank)
-		return rbln_fail(RBLN_ERROR_INVALID, "%s: peer %d is this rank", fn, a->root);
-
-	k->n = shard_numel(p, a->in);
-	if (a->kind == RBLN_COLL_ALL_GATHER || a->kind == RBLN_COLL_REDUCE_SCATTER) {
-		whole = shard_numel(p, a->kind == RBLN_COLL_ALL_GATHER ? a->out : a->in);
-		part = shard_numel(p, a->kind == RBLN_COLL_ALL_GATHER ? a->in : a->out);
-		if (a->in_place && whole % p->size)
-			return rbln_fail(RBLN_ERROR_INVALID,
-					 "%s: in place, rank %d's shard of %lld elements does not split into %d equal parts",
-					 fn, p->rank, (long long)whole, p->size);
-		if (!a->in_place && whole != part * p->size)
-			return rbln_fail(RBLN_ERROR_INVALID,
-					 "%s: rank %d's shard of the %s has %lld elements, not %d times its shard of the %s's %lld",
-					 fn, p->rank, a->kind == RBLN_COLL_ALL_GATHER ? "output" : "input",
-					 (long long)whole, p->size,
-					 a->kind == RBLN_COLL_ALL_GATHER ? "input" : "output",
-					 (long long)part);
-		k->n = whole / p->size;
-	} else if (a->kind == RBLN_COLL_ALL_REDUCE && shard_numel(p, a->out) != k->n) {
-		return rbln_fail(RBLN_ERROR_INVALID,
-				 "%s: rank %d's shard of the input has %lld elements, of the output %lld",
-				 fn, p->rank, (long long)k->n, (long long)shard_numel(p, a->out));
-	}
+	snprintf(whose, sizeof(whose), "rank %d's shards", p->rank);
+	st = rbln_coll_check(a->kind, a->op, a->root, p->rank, p->size, a->in, a->out, a->in_place,
+			     shard_numel(p, a->in), shard_numel(p, a->out), whose, &k->n);
+	if (st)
+		return st;
 	snprintf(what, sizeof(what), "%s: a collective", fn);
 	st = rbln_capture_refuse(p->g->device, NULL, what);
 	if (!st)
@@ -759,7 +625,7 @@ rbln_status rbln_peer_local_collective(struct rbln_peer *p, const struct rbln_pe
 	struct local_ctx ctx = { .p = p, .timeout = a->timeout_ms / 1000.0 };
 	struct rbln_block *tmp = NULL;
 	struct slot *mine = &g->slots[p->rank];
-	struct meta all[RBLN_MAX_MEMBERS];
+	struct rbln_coll_meta all[RBLN_MAX_MEMBERS];
 	int nheld = 0, q, worst, i;
 	rbln_status st, verdict;
 
@@ -769,9 +635,9 @@ rbln_status rbln_peer_local_collective(struct rbln_peer *p, const struct rbln_pe
 	k.ctx = &ctx;
 	st = local_check(p, a, &k);
 	/* A peer that is no rank has no one to tell. */
-	if (is_pair(a->kind) && (a->root < 0 || a->root >= p->size || a->root == p->rank))
+	if (rbln_coll_is_pair(a->kind) && (a->root < 0 || a->root >= p->size || a->root == p->rank))
 		return st;
-	if (is_pair(a->kind)) {
+	if (rbln_coll_is_pair(a->kind)) {
 		int lo = a->root < p->rank ? a->root : p->rank, hi = a->root ^ p->rank ^ lo;
 
 		ctx.pt = &g->pairs[lo * RBLN_MAX_MEMBERS + hi];
@@ -787,7 +653,7 @@ rbln_status rbln_peer_local_collective(struct rbln_peer *p, const struct rbln_pe
 		st = device_ready(k.d);
 	}
 	memset(mine, 0, sizeof(*mine));
-	mine->m = (struct meta){ .kind = a->kind, .op = a->op, .root = a->root };
+	mine->m = (struct rbln_coll_meta){ .kind = a->kind, .op = a->op, .root = a->root };
 	if (!st) {
 		mine->m.dtype = k.dtype;
 		mine->m.count = k.n;
@@ -800,20 +666,20 @@ rbln_status rbln_peer_local_collective(struct rbln_peer *p, const struct rbln_pe
 			mine->bytes[i] = i ? out_bytes(&k) : in_bytes(&k);
 		}
 	}
-	meta_status(&mine->m, st);
+	rbln_coll_meta_status(&mine->m, st);
 
 	/* Everyone's request; the slots are read until the next meeting. */
 	verdict = group_meet(g, ctx.pt, ctx.who, p->rank, RBLN_OK, ctx.timeout, &worst,
-			     kind_names[a->kind]);
+			     rbln_coll_names[a->kind]);
 	if (verdict)
 		return verdict;
 	for (q = 0; q < p->size; q++)
 		all[q] = g->slots[q].m;
-	st = judge(all, p->size, p->rank, &mine->m, a->root);
+	st = rbln_coll_judge(all, p->size, p->rank, &mine->m, a->root);
 	if (st) {
 		/* Nobody moves data: one more meeting before the slots change. */
 		verdict = group_meet(g, ctx.pt, ctx.who, p->rank, RBLN_OK, ctx.timeout, &worst,
-				     kind_names[a->kind]);
+				     rbln_coll_names[a->kind]);
 		return st;
 	}
 	for (q = 0; q < p->size && !st; q++) {
@@ -841,30 +707,6 @@ rbln_status rbln_peer_local_collective(struct rbln_peer *p, const struct rbln_pe
 	return st;
 }
 
-/*
- * The timeout of in-process meetings, in seconds: RBLN_COMM_TIMEOUT_MS
- * milliseconds (a whole number above 0), 30000 unless set, as MPI
- * communicators wait (rbln_comm.c).
- */
-static rbln_status timeout_of(double *out, const char *fn)
-{
-	const char *s = getenv("RBLN_COMM_TIMEOUT_MS");
-	long long v;
-	char *end;
-
-	*out = 30;
-	if (!s || !*s)
-		return RBLN_OK;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno || *end || end == s || v <= 0)
-		return rbln_fail(RBLN_ERROR_INVALID,
-				 "%s: RBLN_COMM_TIMEOUT_MS=%.32s is not a number of milliseconds above 0",
-				 fn, s);
-	*out = v / 1000.0;
-	return RBLN_OK;
-}
-
 static void group_put(struct group *g)
 {
 	bool last;
@@ -886,7 +728,7 @@ rbln_status rbln_comm_init_all(rbln_comm **comms, int n, int device)
 	pthread_condattr_t attr;
 	struct rbln_ldev *l;
 	struct group *g;
-	double timeout;
+	int64_t timeout_ms;
 	rbln_status st;
 	int r, made;
 
@@ -903,7 +745,7 @@ rbln_status rbln_comm_init_all(rbln_comm **comms, int n, int device)
 		return rbln_fail(RBLN_ERROR_INVALID,
 				 "%s: rbln:%d has %d members, one communicator each: %d asked", fn,
 				 l->index, l->nmembers, n);
-	st = timeout_of(&timeout, fn);
+	st = rbln_comm_env_timeout(&timeout_ms, fn);
 	if (st)
 		return st;
 	g = calloc(1, sizeof(*g));
@@ -927,7 +769,7 @@ rbln_status rbln_comm_init_all(rbln_comm **comms, int n, int device)
 					       .dev = l->members[made], .g = g,
 					       .mpi = MPI_COMM_NULL };
 		comms[made] = rbln_comm_new_local(made, n, l->index, l->members[made], p[made],
-						  (int64_t)(timeout * 1000));
+						  timeout_ms);
 		if (!comms[made]) {
 			free(p[made]);
 			break;
@@ -1340,7 +1182,7 @@ struct mpi_ctx {
 static rbln_status mpi_meet(struct direct *k, rbln_status st)
 {
 	struct rbln_peer *p = ((struct mpi_ctx *)k->ctx)->p;
-	const char *fn = kind_names[k->kind];
+	const char *fn = rbln_coll_names[k->kind];
 	int *mine = p->meet_mine, *worst = p->meet_worst, err;
 	rbln_status res;
 
@@ -1348,7 +1190,7 @@ static rbln_status mpi_meet(struct direct *k, rbln_status st)
 		return st ? st : rbln_fail(RBLN_ERROR_TIMEOUT, "%s: %s", fn, p->broken);
 	mine[0] = st;
 	mine[1] = k->rank;
-	if (is_pair(k->kind)) {
+	if (rbln_coll_is_pair(k->kind)) {
 		res = pexchange(p, mine, worst, sizeof(int) * 2, k->root, 1, fn);
 		if (!res && worst[0] > mine[0])
 			worst[0] = mine[0], worst[1] = mine[1];
@@ -1369,7 +1211,7 @@ static rbln_status mpi_meet(struct direct *k, rbln_status st)
 
 bool rbln_peer_collective(struct rbln_peer *p, const struct rbln_peer_args *a, rbln_status *out)
 {
-	const char *fn = kind_names[a->kind];
+	const char *fn = rbln_coll_names[a->kind];
 	struct direct k = { .d = p->dev, .kind = a->kind, .op = a->op, .root = a->root,
 			    .rank = p->rank, .size = p->size, .in_place = a->in_place,
 			    .site = a->site, .n = a->n, .dtype = a->in->dtype };
@@ -1378,7 +1220,7 @@ bool rbln_peer_collective(struct rbln_peer *p, const struct rbln_peer_args *a, r
 	struct mpi_ctx ctx = { .p = p };
 	struct rbln_block *tmp = NULL;
 	rbln_status st = RBLN_OK;
-	int q, w, err, peer = is_pair(a->kind) ? a->root : -1;
+	int q, w, err, peer = rbln_coll_is_pair(a->kind) ? a->root : -1;
 	rbln_status xst;
 	bool ran;
 
@@ -1417,7 +1259,7 @@ bool rbln_peer_collective(struct rbln_peer *p, const struct rbln_peer_args *a, r
 	if (!st)
 		st = tmp_alloc(&k, &tmp);
 	mine->ok = !st;
-	if (is_pair(a->kind)) {
+	if (rbln_coll_is_pair(a->kind)) {
 		xst = pexchange(p, mine, &all[peer], sizeof(*mine), peer, 2, fn);
 	} else {
 		err = MPI_Iallgather(mine, sizeof(*mine), MPI_BYTE, all, sizeof(*mine), MPI_BYTE,

@@ -22,14 +22,9 @@
 #include <mpi.h>
 
 #include "rbln/rbln_comm.h"
+#include "rbln_comm_args.h"
 
 struct rbln_dev;
-
-/* The collectives, in rbln_comm.c's order (enum coll_kind). */
-enum rbln_coll_kind {
-	RBLN_COLL_ALL_REDUCE, RBLN_COLL_ALL_GATHER, RBLN_COLL_REDUCE_SCATTER,
-	RBLN_COLL_BROADCAST, RBLN_COLL_SEND, RBLN_COLL_RECV, RBLN_COLL_NKINDS
-};
 
 /* One collective as the caller asked for it. */
 struct rbln_peer_args {

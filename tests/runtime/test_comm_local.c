@@ -721,7 +721,7 @@ TEST(bad_argument_on_one_thread)
 	same(&c, n, ALL_GATHER, RBLN_SUM, 0, a, a);
 	run(comms, n, &c, jobs);
 	EXPECT_TRUE(all_failed(_metadata, jobs, n, RBLN_ERROR_INVALID, -1, "",
-			       "does not split into 4 equal parts"));
+			       "do not split into 4 equal parts"));
 	same(&c, n, SEND, RBLN_SUM, 0, a, a);
 	for (int r = 0; r < n; r++)
 		c.root[r] = r;
