@@ -1022,7 +1022,6 @@ static rbln_status prepare(struct coll *k)
 /* @k as the peer path takes it. */
 static const struct rbln_peer_args *peer_args(const struct coll *k, struct rbln_peer_args *a)
 {
-	_Static_assert((int)RBLN_COLL_RECV == (int)RBLN_COLL_RECV, "rbln_comm_peer.h's order");
 	*a = (struct rbln_peer_args){ .kind = k->kind, .op = k->op,
 				     .root = k->root, .in = k->in, .out = k->out,
 				     .in_place = k->in_place, .n = k->n, .site = k->site,

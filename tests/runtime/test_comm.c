@@ -70,7 +70,10 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
  */
 static bool die_at_peer_exchange;
 
-/* Run with RBLN_COMM_PEER=0 (test_comm_staged): every collective staged through the host. */
+/*
+ * Run with RBLN_COMM_PEER=0 (test_comm_staged), or with ranks on several
+ * hosts: every collective staged through the host.
+ */
 static bool staged_run;
 
 __attribute__((constructor)) static void read_peer_env(void)
@@ -1129,7 +1132,11 @@ int main(int argc, char **argv)
 	/* One NPU per rank of a host. */
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
 	MPI_Comm_rank(local, &device);
+	MPI_Comm_size(local, &i);
 	MPI_Comm_free(&local);
+	/* Ranks on several hosts (test_comm_two_guests): the library stages by itself. */
+	if (i != nranks)
+		staged_run = true;
 	live = MPI_COMM_WORLD;
 	MPI_Comm_split(MPI_COMM_WORLD, rank != 1 ? 0 : MPI_UNDEFINED, rank, &three);
 	MPI_Comm_split(MPI_COMM_WORLD, rank == 0 || rank == 3 ? 0 : MPI_UNDEFINED, rank, &two);
