@@ -123,22 +123,12 @@ static int64_t part_of(const struct coll *k, int64_t mc)
 	return two_phase(k) ? (mc + k->comm->size - 1) / k->comm->size : mc;
 }
 
-/* Elements of segment @r of a chunk of @mc elements (an all-reduce's): the last ones may be short. */
+/* Elements of segment @r of a chunk of @mc (an all-reduce's): the last ones may be short. */
 static int64_t seg_len(const struct coll *k, int64_t mc, int r)
 {
 	int64_t seg = part_of(k, mc), lo = r * seg;
 
 	return lo >= mc ? 0 : mc - lo < seg ? mc - lo : seg;
-}
-
-static rbln_status mpi_fail(const char *fn, const char *call, int err)
-{
-	char msg[MPI_MAX_ERROR_STRING];
-	int len = 0;
-
-	if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
-		snprintf(msg, sizeof(msg), "error %d", err);
-	return rbln_fail(RBLN_ERROR_DEVICE, "%s: %s failed: %s", fn, call, msg);
 }
 
 /* Nanoseconds: a deadline in whole milliseconds could come up to 1 ms early. */
@@ -258,7 +248,7 @@ static rbln_status comm_allgather(rbln_comm *c, void *all, int bytes, int tag, c
 			err = post(c, &n, true, p + (size_t)c->rank * bytes, bytes, r, tag);
 	st = comm_wait(c, n, fn, what);
 	if (!st && err != MPI_SUCCESS)
-		st = mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
+		st = rbln_comm_mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
 	return st;
 }
 
@@ -300,7 +290,7 @@ static rbln_status init_gather(MPI_Comm mpi, const struct rbln_coll_meta *mine,
 
 	err = MPI_Iallgather(mine, sizeof(*mine), MPI_BYTE, all, sizeof(*mine), MPI_BYTE, mpi, &req);
 	if (err != MPI_SUCCESS)
-		return mpi_fail(fn, "MPI_Iallgather", err);
+		return rbln_comm_mpi_fail(fn, "MPI_Iallgather", err);
 	st = wait_all(&req, &peer, 1, timeout_ms, fn, "the check that every rank can join", &left);
 	*abandoned = left;
 	return st;
@@ -382,7 +372,7 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 	if (!st) {
 		err = MPI_Comm_idup(mpi, &c->mpi, &req);
 		if (err != MPI_SUCCESS)
-			st = mpi_fail(fn, "MPI_Comm_idup", err);
+			st = rbln_comm_mpi_fail(fn, "MPI_Comm_idup", err);
 		else
 			st = wait_all(&req, &peer, 1, timeout_ms, fn, "MPI_Comm_idup", &left);
 	}
@@ -488,7 +478,7 @@ rbln_status rbln_comm_free(rbln_comm *comm)
 	free(comm->peers);
 	free(comm);
 	if (err != MPI_SUCCESS)
-		return mpi_fail("rbln_comm_free", "MPI_Comm_free", err);
+		return rbln_comm_mpi_fail("rbln_comm_free", "MPI_Comm_free", err);
 	return RBLN_OK;
 }
 
@@ -575,7 +565,7 @@ static rbln_status agree(struct coll *k, rbln_status local)
 			err = post(c, &n, true, mine, sizeof(*mine), k->root, TAG_META);
 		st = comm_wait(c, n, fn, "the check of the arguments");
 		if (!st && err != MPI_SUCCESS)
-			st = mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
+			st = rbln_comm_mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
 		if (st)
 			return c->broken[0] || !local ? st : local;
 		return rbln_coll_judge(all, c->size, c->rank, mine, k->root);
@@ -609,7 +599,7 @@ static rbln_status settle(struct coll *k, rbln_status st)
 			err = post(c, &n, true, mine, 2 * sizeof(int), k->root, TAG_SETTLE);
 		got = comm_wait(c, n, fn, "the exchange of statuses after the data");
 		if (!got && err != MPI_SUCCESS)
-			got = mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
+			got = rbln_comm_mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
 	} else {
 		got = comm_allgather(c, c->settles, 2 * sizeof(int), TAG_SETTLE, fn,
 				     "the exchange of statuses after the data");
@@ -772,7 +762,7 @@ static rbln_status exchange(struct coll *k, void *s, void *g, int64_t c0, int64_
 	}
 	st = comm_wait(c, n, fn, what);
 	if (!st && err != MPI_SUCCESS)
-		st = mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
+		st = rbln_comm_mpi_fail(fn, "MPI_Isend/MPI_Irecv", err);
 	return st;
 }
 

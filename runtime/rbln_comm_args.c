@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * rbln_comm_args.c - a collective's request: its checks, the record the
- * ranks exchange, and the comparison of every rank's record
+ * ranks exchange, the comparison of every rank's record, and the words
+ * for what went wrong
  */
 
 #include <errno.h>
@@ -144,6 +145,16 @@ rbln_status rbln_coll_check(enum rbln_coll_kind kind, rbln_redop op, int root, i
 				 (long long)in_n, (long long)out_n);
 	}
 	return RBLN_OK;
+}
+
+rbln_status rbln_comm_mpi_fail(const char *fn, const char *call, int err)
+{
+	char msg[MPI_MAX_ERROR_STRING];
+	int len = 0;
+
+	if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
+		snprintf(msg, sizeof(msg), "error %d", err);
+	return rbln_fail(RBLN_ERROR_DEVICE, "%s: %s failed: %s", fn, call, msg);
 }
 
 rbln_status rbln_comm_env_timeout(int64_t *ms, const char *fn)

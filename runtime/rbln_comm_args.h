@@ -72,6 +72,9 @@ rbln_status rbln_coll_check(enum rbln_coll_kind kind, rbln_redop op, int root, i
 			    const rbln_tensor *in, const rbln_tensor *out, bool in_place,
 			    int64_t in_n, int64_t out_n, const char *whose, int64_t *n);
 
+/* RBLN_ERROR_DEVICE for MPI's error @err from @call in @fn, with MPI's words for it. */
+rbln_status rbln_comm_mpi_fail(const char *fn, const char *call, int err);
+
 /* RBLN_COMM_TIMEOUT_MS in *@ms (a whole number above 0), or the default without it. */
 rbln_status rbln_comm_env_timeout(int64_t *ms, const char *fn);
 

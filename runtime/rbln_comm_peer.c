@@ -795,16 +795,6 @@ bool rbln_peer_is_local(const struct rbln_peer *p)
 /* ------------------------------------------------------------------ */
 /* MPI ranks on one host                                               */
 
-static rbln_status mpi_fail(const char *fn, const char *call, int err)
-{
-	char msg[MPI_MAX_ERROR_STRING];
-	int len = 0;
-
-	if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS)
-		snprintf(msg, sizeof(msg), "error %d", err);
-	return rbln_fail(RBLN_ERROR_DEVICE, "%s: %s failed: %s", fn, call, msg);
-}
-
 /*
  * Completes the @n requests of p->reqs by polling, within the timeout. On
  * a timeout the peer path is broken for good: MPI keeps the requests and
@@ -833,7 +823,7 @@ static rbln_status pwait(struct rbln_peer *p, int n, const char *fn, const char 
 	int err = poll_reqs(p->reqs, n, p->timeout);
 
 	if (err > 0)
-		return mpi_fail(fn, what, err);
+		return rbln_comm_mpi_fail(fn, what, err);
 	if (!err)
 		return RBLN_OK;
 	snprintf(p->broken, sizeof(p->broken),
@@ -850,12 +840,12 @@ static rbln_status pexchange(struct rbln_peer *p, void *mine, void *theirs, int 
 
 	err = MPI_Irecv(theirs, bytes, MPI_BYTE, peer, tag, p->mpi, &p->reqs[0]);
 	if (err)
-		return mpi_fail(fn, "MPI_Irecv", err);
+		return rbln_comm_mpi_fail(fn, "MPI_Irecv", err);
 	err = MPI_Isend(mine, bytes, MPI_BYTE, peer, tag, p->mpi, &p->reqs[1]);
 	if (err) {
 		p->reqs[1] = MPI_REQUEST_NULL;
 		snprintf(p->broken, sizeof(p->broken), "MPI_Isend failed: a receive is left");
-		return mpi_fail(fn, "MPI_Isend", err);
+		return rbln_comm_mpi_fail(fn, "MPI_Isend", err);
 	}
 	return pwait(p, 2, fn, "an exchange with the peer");
 }
@@ -1196,7 +1186,7 @@ static rbln_status mpi_meet(struct direct *k, rbln_status st)
 			worst[0] = mine[0], worst[1] = mine[1];
 	} else {
 		err = MPI_Iallreduce(mine, worst, 1, MPI_2INT, MPI_MINLOC, p->mpi, &p->reqs[0]);
-		res = err ? mpi_fail(fn, "MPI_Iallreduce", err) :
+		res = err ? rbln_comm_mpi_fail(fn, "MPI_Iallreduce", err) :
 			    pwait(p, 1, fn, "a meeting of the ranks");
 	}
 	if (st)
@@ -1264,7 +1254,7 @@ bool rbln_peer_collective(struct rbln_peer *p, const struct rbln_peer_args *a, r
 	} else {
 		err = MPI_Iallgather(mine, sizeof(*mine), MPI_BYTE, all, sizeof(*mine), MPI_BYTE,
 				     p->mpi, &p->reqs[0]);
-		xst = err ? mpi_fail(fn, "MPI_Iallgather", err) :
+		xst = err ? rbln_comm_mpi_fail(fn, "MPI_Iallgather", err) :
 			    pwait(p, 1, fn, "the exchange of the tensors' objects");
 	}
 	if (xst) {
