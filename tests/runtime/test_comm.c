@@ -26,6 +26,7 @@
 #include <rbln/rbln.h>
 #include <rbln/rbln_comm.h>
 
+#include "rbln_comm_ref.h"
 #include "rbln_ref.h"
 #include "rbln_tensor_data.h"
 
@@ -125,28 +126,6 @@ static bool fail_(int line, const char *fmt, ...)
 #define FAIL(...) fail_(__LINE__, __VA_ARGS__)
 #define CHECK(cond) do { if (!(cond)) return FAIL("%s", #cond); } while (0)
 
-/*
- * Element @i of rank @r's input @salt, of dtype @dt: raw bits now and
- * then (NaNs, infinities, extremes), mostly values of a few bits'
- * precision, so sums round.
- */
-static uint32_t gen(rbln_dtype dt, int r, int64_t i, uint32_t salt)
-{
-	uint64_t h = ((uint64_t)salt << 40) ^ ((uint64_t)r << 32) ^ (uint64_t)i;
-	uint64_t v;
-
-	h += 0x9e3779b97f4a7c15ull;
-	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-	h ^= h >> 31;
-	if (!ref_is_float(dt))
-		return (uint32_t)ref_wrap(dt, h >> 16);
-	if (!(h & 15))
-		return dt == RBLN_F32 ? (uint32_t)(h >> 16) : (uint16_t)(h >> 16);
-	v = ref_enc(dt, (double)(int32_t)(h >> 32) / (1 << 20));
-	return (uint32_t)v;
-}
-
 /* A tensor of @n elements on this rank's device holding rank @r's input @salt. */
 static rbln_tensor *input(rbln_dtype dt, int r, int64_t n, uint32_t salt)
 {
@@ -178,18 +157,6 @@ static rbln_tensor *output(rbln_dtype dt, int64_t n)
 	return t;
 }
 
-/* @op over every rank's element @i of input @salt, in rank order. */
-static uint64_t folded(uint32_t op, rbln_dtype dt, int64_t i, uint32_t salt)
-{
-	uint64_t acc = gen(dt, 0, i, salt);
-	int r;
-
-	for (r = 1; r < nranks; r++)
-		acc = acc == REF_ANY_QNAN ? REF_ANY_QNAN :
-		      ref_binary(op, dt, (uint32_t)acc, gen(dt, r, i, salt));
-	return acc;
-}
-
 /* Do @n elements of @got, from element @at of the reference @ref(k), match? */
 #define MATCH(got, dt, n, exp_of) ({ \
 	int64_t _k; bool _ok = true; \
@@ -216,7 +183,7 @@ static bool all_reduce_case(rbln_redop op, rbln_dtype dt, int64_t n, bool in_pla
 			    (long long)n, rbln_status_name(st));
 	got = data_of(out);
 	CHECK(got);
-	ok = MATCH(got, dt, n, folded(redop_isa[op], dt, _k, salt));
+	ok = MATCH(got, dt, n, folded(redop_isa[op], dt, nranks, _k, salt));
 	free(got);
 	if (!in_place)
 		rbln_tensor_free(out);
@@ -297,7 +264,7 @@ static bool test_all_reduce_large(void)
 	if (ok && !got)
 		ok = FAIL("no result to read");
 	if (ok && !rank)
-		ok = MATCH(got, RBLN_F32, n, folded(RBLN_BINARY_ADD, RBLN_F32, _k, 12));
+		ok = MATCH(got, RBLN_F32, n, folded(RBLN_BINARY_ADD, RBLN_F32, nranks, _k, 12));
 	else if (ok && (mine != rank0 || !rank0))
 		ok = FAIL("the result's hash is %llx, rank 0's %llx", (unsigned long long)mine,
 			  (unsigned long long)rank0);
@@ -375,7 +342,7 @@ static bool reduce_scatter_case(rbln_redop op, rbln_dtype dt, int64_t n, bool in
 	got = data_of(out);
 	CHECK(got);
 	ok = MATCH((char *)got + (in_place ? rank * n * esize : 0), dt, n,
-		   folded(redop_isa[op], dt, rank * n + _k, salt));
+		   folded(redop_isa[op], dt, nranks, rank * n + _k, salt));
 	free(got);
 	if (!in_place)
 		rbln_tensor_free(out);
@@ -937,7 +904,7 @@ static bool test_tensor_over_two_objects(void)
 		return FAIL("rbln_all_reduce");
 	got = data_of(y);
 	CHECK(got);
-	ok = MATCH(got, RBLN_I32, n, folded(RBLN_BINARY_ADD, RBLN_I32, _k, 96));
+	ok = MATCH(got, RBLN_I32, n, folded(RBLN_BINARY_ADD, RBLN_I32, nranks, _k, 96));
 	free(got);
 	rbln_tensor_free(y);
 	rbln_tensor_free(x);

@@ -25,6 +25,7 @@
 #include <rbln/rbln_comm.h>
 
 #include "kselftest_harness.h"
+#include "rbln_comm_ref.h"
 #include "rbln_ref.h"
 #include "rbln_tensor_data.h"
 
@@ -43,34 +44,6 @@ static const int64_t sizes[] = { 0, 1, 7, 1001 };
 /* The logical devices of the map, and their members. */
 static const int ldevs[] = { 0, 1 };
 static const int members[] = { 2, 4 };
-
-/* Element @i of rank @r's input @salt, as test_comm makes them: NaNs and extremes now and then. */
-static uint32_t gen(rbln_dtype dt, int r, int64_t i, uint32_t salt)
-{
-	uint64_t h = ((uint64_t)salt << 40) ^ ((uint64_t)r << 32) ^ (uint64_t)i;
-
-	h += 0x9e3779b97f4a7c15ull;
-	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-	h ^= h >> 31;
-	if (!ref_is_float(dt))
-		return (uint32_t)ref_wrap(dt, h >> 16);
-	if (!(h & 15))
-		return dt == RBLN_F32 ? (uint32_t)(h >> 16) : (uint16_t)(h >> 16);
-	return (uint32_t)ref_enc(dt, (double)(int32_t)(h >> 32) / (1 << 20));
-}
-
-/* @op over the @size ranks' element @i of input @salt, in rank order. */
-static uint64_t folded(uint32_t op, rbln_dtype dt, int size, int64_t i, uint32_t salt)
-{
-	uint64_t acc = gen(dt, 0, i, salt);
-	int r;
-
-	for (r = 1; r < size; r++)
-		acc = acc == REF_ANY_QNAN ? REF_ANY_QNAN :
-		      ref_binary(op, dt, (uint32_t)acc, gen(dt, r, i, salt));
-	return acc;
-}
 
 /*
  * A [@rows, @m] tensor on @device, row r holding rank r's input @salt
