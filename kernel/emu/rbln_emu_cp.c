@@ -27,6 +27,23 @@ bool rbln_emu_ring_stopped(struct rbln_emu_ring *ring)
 	return READ_ONCE(ring->reset) || READ_ONCE(ring->edev->stopping);
 }
 
+/**
+ * rbln_emu_ring_flush_irq() - raise the interrupt that moderation holds back
+ * @ring: the ring, from its command processor
+ *
+ * For a step that may last as long as the host wants (WAIT): the entries
+ * completed before it must not wait for it to be reported, since their
+ * completion may be what the host waits for before it releases the step.
+ */
+void rbln_emu_ring_flush_irq(struct rbln_emu_ring *ring)
+{
+	if (!ring->irq_held)
+		return;
+	rbln_emu_raise_irq(ring->edev, ring->index, false);
+	ring->irq_last = ktime_get_ns();
+	ring->irq_held = 0;
+}
+
 static bool rbln_emu_fault_acked(struct rbln_emu_ring *ring)
 {
 	return !(READ_ONCE(ring->fault_info) & RBLN_FAULT_VALID) || rbln_emu_ring_stopped(ring);
@@ -99,12 +116,14 @@ static void rbln_emu_ring_work(struct work_struct *work)
 {
 	struct rbln_emu_ring *ring = container_of(work, struct rbln_emu_ring, work);
 	struct rbln_emu_dev *edev = ring->edev;
-	u64 slot, fault_addr, start, busy, last_irq = ktime_get_ns();
 	bool cookie = dma_fence_begin_signalling();
+	u64 slot, fault_addr, start, busy;
 	struct rbln_ring_entry entry;
-	unsigned int moderated = 0;
 	u32 head;
 	int ret;
+
+	ring->irq_held = 0;
+	ring->irq_last = ktime_get_ns();
 
 	for (;;) {
 		spin_lock(&ring->lock);
@@ -113,8 +132,7 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		head = ring->head;
 		if (!ring->enabled || READ_ONCE(edev->stopping) || head == ring->tail) {
 			spin_unlock(&ring->lock);
-			if (moderated)
-				rbln_emu_raise_irq(edev, ring->index, false);
+			rbln_emu_ring_flush_irq(ring);
 			break;
 		}
 		slot = ring->base + head * sizeof(entry);
@@ -161,12 +179,9 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		 * entries, not after each; but never hold a completion back
 		 * for long, as long entries would.
 		 */
-		if (++moderated >= RBLN_EMU_IRQ_BATCH || READ_ONCE(ring->tail) == ring->head ||
-		    start + busy - last_irq >= RBLN_EMU_IRQ_DELAY_NS) {
-			rbln_emu_raise_irq(edev, ring->index, false);
-			last_irq = ktime_get_ns();
-			moderated = 0;
-		}
+		if (++ring->irq_held >= RBLN_EMU_IRQ_BATCH || READ_ONCE(ring->tail) == ring->head ||
+		    start + busy - ring->irq_last >= RBLN_EMU_IRQ_DELAY_NS)
+			rbln_emu_ring_flush_irq(ring);
 		cond_resched();
 	}
 	dma_fence_end_signalling(cookie);

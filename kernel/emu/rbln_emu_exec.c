@@ -8,6 +8,8 @@
  * kernel_fpu_end() (preemption is off there, so each stretch is short), and
  * results are scattered back. A reset or a removal is honoured at every
  * packet and between chunks and tiles: no packet runs for long unchecked.
+ * WAIT polls its word with a backoff, sleeping between reads, and honours
+ * them at every poll.
  */
 
 #include "rbln_emu_internal.h"
@@ -19,6 +21,14 @@
 
 /* The largest element count an operand may have: its bytes fit in 48 bits. */
 #define MAX_BYTES	BIT_ULL(48)
+
+/*
+ * WAIT's sleep between two reads of its word, in microseconds: from the
+ * first, doubling while the word stays the same, back to the first when it
+ * changes (a host counting up is likely close).
+ */
+#define WAIT_POLL_MIN_US	4
+#define WAIT_POLL_MAX_US	128
 
 struct rbln_emu_job {
 	struct rbln_emu_ring *ring;
@@ -73,6 +83,50 @@ static int rbln_emu_dma_fill(struct rbln_emu_job *job, const struct rbln_pkt_dma
 		return RBLN_FAULT_MALFORMED;
 	return rbln_emu_dma_fault_injected(job, p->dst) ?:
 	       rbln_emu_fill(job->ctx, p->dst, p->pattern, p->bytes);
+}
+
+/**
+ * rbln_emu_wait() - run a WAIT packet
+ * @job: the job
+ * @p: the packet
+ *
+ * Reads the word through the MMU at every poll, so a mapping removed
+ * meanwhile faults at the next read, and sleeps TASK_IDLE between polls: a
+ * waiting ring costs no CPU, and holds no access section while it sleeps.
+ * The first time the word does not satisfy it, the interrupt for entries
+ * completed before is raised: the host may wait for them before it writes.
+ *
+ * Return: 0 once satisfied, RBLN_EMU_CANCELED, RBLN_EMU_ABORTED on reset
+ * or removal, or the RBLN_FAULT_* of a bad packet or of the read.
+ */
+static int rbln_emu_wait(struct rbln_emu_job *job, const struct rbln_pkt_wait *p)
+{
+	u64 want = p->value & ~RBLN_WAIT_CANCEL, word, last = 0;
+	unsigned long delay = 0;
+	int ret;
+
+	if (p->reserved || p->addr % sizeof(u64))
+		return RBLN_FAULT_MALFORMED;
+	for (;;) {
+		ret = rbln_emu_read_u64(job->ctx, p->addr, &word);
+		if (ret)
+			return ret;
+		if (word & RBLN_WAIT_CANCEL)
+			return RBLN_EMU_CANCELED;
+		if (word >= want)
+			return 0;
+		if (!delay)
+			rbln_emu_ring_flush_irq(job->ring);
+		if (!delay || word != last)
+			delay = WAIT_POLL_MIN_US;
+		else
+			delay = min(2 * delay, WAIT_POLL_MAX_US);
+		last = word;
+		usleep_idle_range(delay, delay + delay / 2);
+		ret = rbln_emu_check_stop(job);
+		if (ret)
+			return ret;
+	}
 }
 
 /* The element-wise family: dst[i] = f(a[i], b[i]); see rbln_emu_elementwise(). */
@@ -352,6 +406,8 @@ static unsigned int rbln_emu_packet_size(u32 op)
 		return sizeof(struct rbln_pkt_dma_copy);
 	case RBLN_OP_DMA_FILL:
 		return sizeof(struct rbln_pkt_dma_fill);
+	case RBLN_OP_WAIT:
+		return sizeof(struct rbln_pkt_wait);
 	case RBLN_OP_EW_UNARY:
 		return sizeof(struct rbln_pkt_ew_unary);
 	case RBLN_OP_EW_BINARY:
@@ -378,6 +434,7 @@ static bool rbln_emu_fields_valid(u32 header)
 	case RBLN_OP_NOP:
 	case RBLN_OP_DMA_COPY:
 	case RBLN_OP_DMA_FILL:
+	case RBLN_OP_WAIT:
 		return !dtype && !sub;
 	case RBLN_OP_EW_UNARY:
 		return dtype < RBLN_DTYPE_COUNT && sub <= RBLN_UNARY_RELU;
@@ -407,6 +464,8 @@ static int rbln_emu_packet(struct rbln_emu_job *job, const void *pkt)
 		return rbln_emu_dma_copy(job, pkt);
 	case RBLN_OP_DMA_FILL:
 		return rbln_emu_dma_fill(job, pkt);
+	case RBLN_OP_WAIT:
+		return rbln_emu_wait(job, pkt);
 	case RBLN_OP_EW_UNARY:
 	case RBLN_OP_CAST: {
 		const struct rbln_pkt_ew_unary *p = pkt;
@@ -445,6 +504,8 @@ static int rbln_emu_packet(struct rbln_emu_job *job, const void *pkt)
  * @cmd: the command buffer, copied from device memory
  * @size: its size, a multiple of 8
  *
+ * A WAIT canceled ends the command buffer there, as a success.
+ *
  * Return: 0, RBLN_EMU_ABORTED, or the RBLN_FAULT_* that stopped it, with
  * the faulting address (the packet's, for a bad packet) in @ctx.
  */
@@ -467,6 +528,8 @@ int rbln_emu_exec(struct rbln_emu_ctx *ctx, u64 cmd_va, const void *cmd, u32 siz
 		    !rbln_emu_fields_valid(header))
 			return RBLN_FAULT_MALFORMED;
 		ret = rbln_emu_packet(&job, cmd + off);
+		if (ret == RBLN_EMU_CANCELED)
+			return 0;
 		if (ret)
 			return ret;
 		off += len;

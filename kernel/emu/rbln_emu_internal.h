@@ -24,6 +24,7 @@
 #define RBLN_EMU_DONE		0
 #define RBLN_EMU_ABORTED	(-1)	/* reset or removed: no fence */
 #define RBLN_EMU_NOT_IN_PLACE	(-2)	/* rbln_emu_map(): copy instead */
+#define RBLN_EMU_CANCELED	(-3)	/* WAIT canceled: skip the rest, no fault */
 
 struct rbln_emu_dev;
 
@@ -36,6 +37,9 @@ struct rbln_emu_dev;
  * @access: odd while the command processor accesses memory through a
  *	translation; counts accesses (rbln_emu_invalidate_busy()).
  * @inval_snap: @access when MMU_INVALIDATE was last written.
+ * @irq_held: entries completed since the ring's last interrupt (interrupt
+ *	moderation). Only the command processor touches it and @irq_last.
+ * @irq_last: ktime_get_ns() of the ring's last interrupt.
  * @lock: protects the register state below.
  * @base: RING_BASE, DMA address of the entries.
  * @fence: RING_FENCE, DMA address of the fence slot.
@@ -60,6 +64,8 @@ struct rbln_emu_ring {
 	wait_queue_head_t wq;
 	atomic_t access;
 	int inval_snap;
+	unsigned int irq_held;
+	u64 irq_last;
 
 	spinlock_t lock; /* protects the registers */
 	u64 base;
@@ -151,6 +157,7 @@ u32 rbln_emu_ring_read(struct rbln_emu_ring *ring, u32 off);
 void rbln_emu_ring_write(struct rbln_emu_ring *ring, u32 off, u32 val);
 void rbln_emu_ring_power_on(struct rbln_emu_ring *ring);
 bool rbln_emu_ring_stopped(struct rbln_emu_ring *ring);
+void rbln_emu_ring_flush_irq(struct rbln_emu_ring *ring);
 
 /* rbln_emu_mem.c: the memory system as seen from one context of a ring */
 struct rbln_emu_ctx {
@@ -166,6 +173,7 @@ void rbln_emu_invalidate_start(struct rbln_emu_dev *edev);
 bool rbln_emu_invalidate_busy(struct rbln_emu_dev *edev);
 void rbln_emu_drain_accesses(struct rbln_emu_dev *edev);
 int rbln_emu_read(struct rbln_emu_ctx *ctx, u64 va, void *buf, u64 len);
+int rbln_emu_read_u64(struct rbln_emu_ctx *ctx, u64 va, u64 *val);
 
 /**
  * struct rbln_emu_span - a range of device addresses worked on in place

@@ -399,6 +399,34 @@ int rbln_emu_read(struct rbln_emu_ctx *ctx, u64 va, void *buf, u64 len)
 	return rbln_emu_xfer(ctx, XFER_READ, va, buf, 0, len);
 }
 
+/**
+ * rbln_emu_read_u64() - read one aligned 64-bit word in a single access
+ * @ctx: the context
+ * @va: the word's address, 8-byte aligned: it never crosses a page
+ * @val: the word
+ *
+ * Unlike rbln_emu_read(), which may copy byte by byte, a CPU writing the
+ * word meanwhile is seen before or after its write, never half-way. The
+ * translation is made anew at each call.
+ *
+ * Return: 0, RBLN_EMU_ABORTED, or a RBLN_FAULT_* with the address in @ctx.
+ */
+int rbln_emu_read_u64(struct rbln_emu_ctx *ctx, u64 va, u64 *val)
+{
+	void *mem;
+	u64 run;
+	int ret;
+
+	ret = rbln_emu_access_begin(ctx);
+	if (ret)
+		return ret;
+	ret = rbln_emu_translate(ctx, va, sizeof(*val), false, &mem, &run);
+	if (!ret)
+		*val = mem ? READ_ONCE(*(u64 *)mem) : 0;
+	rbln_emu_access_end(ctx);
+	return ret;
+}
+
 int rbln_emu_write(struct rbln_emu_ctx *ctx, u64 va, const void *buf, u64 len)
 {
 	return rbln_emu_xfer(ctx, XFER_WRITE, va, (void *)buf, 0, len);

@@ -3,8 +3,9 @@
  * rbln_emu_port.h - what the emulated NPU needs of the system it runs on
  *
  * The units of emu/ use a small part of the kernel's API: spinlocks,
- * mutexes, atomics, wait queues, a workqueue, an xarray, page allocation,
- * kernel_fpu_begin(), lockdep's fence signalling annotations.
+ * mutexes, atomics, wait queues, short idle sleeps, a workqueue, an xarray,
+ * page allocation, kernel_fpu_begin(), lockdep's fence signalling
+ * annotations.
  * In rbln.ko that is the kernel's own; in rbln-npu-model the same names
  * come from tools/rbln-npu-model/kcompat.h, over pthreads and C11 atomics.
  * Nothing else differs between the two builds.
@@ -15,6 +16,7 @@
 #ifdef __KERNEL__
 #include <linux/bitfield.h>
 #include <linux/bits.h>
+#include <linux/delay.h>
 #include <linux/dma-fence.h>
 #include <linux/err.h>
 #include <linux/fpu.h>

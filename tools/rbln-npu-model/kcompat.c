@@ -243,6 +243,22 @@ u64 ktime_get_ns(void)
 }
 
 /*
+ * A thread sleeping is idle anyway: TASK_IDLE only matters to the kernel's
+ * load average and hung task detector. The sleep goes on after a signal.
+ */
+void usleep_idle_range(unsigned long min, unsigned long max)
+{
+	struct timespec ts = {
+		.tv_sec = min / 1000000,
+		.tv_nsec = (long)(min % 1000000) * 1000,
+	};
+
+	(void)max;
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+}
+
+/*
  * Threads here are preempted anyway: giving way matters only to a thread
  * that spins waiting for another, which on few CPUs may be off-CPU. Yield
  * at most once a millisecond, so the hot paths, which call this at every

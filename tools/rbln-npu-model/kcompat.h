@@ -167,6 +167,8 @@ static inline int xa_err(const void *entry) { return IS_ERR(entry) ? (int)PTR_ER
 
 u64 ktime_get_ns(void);
 void cond_resched(void);
+/* A short sleep of at least @min microseconds that no signal ends early. */
+void usleep_idle_range(unsigned long min, unsigned long max);
 /* Userspace saves the FPU state itself; MXCSR stays at its default. */
 static inline void kernel_fpu_begin(void) {}
 static inline void kernel_fpu_end(void) {}

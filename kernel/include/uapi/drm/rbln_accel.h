@@ -117,6 +117,7 @@ enum drm_rbln_param {
 #define RBLN_ISA_CAP_ELEMENTWISE	0x2	/* EW_UNARY, EW_BINARY, EW_SCALAR, CAST */
 #define RBLN_ISA_CAP_REDUCE		0x4
 #define RBLN_ISA_CAP_GEMM		0x8
+#define RBLN_ISA_CAP_WAIT		0x10	/* WAIT */
 #define RBLN_ISA_CAP_DTYPE(dtype)	(0x100u << (dtype))
 
 /* Values of RBLN_PARAM_DEVICE_ID. */

@@ -18,10 +18,16 @@
  * command buffer, or that has a reserved field, an unknown dtype or an
  * unknown sub-operation set is malformed; an unknown opcode is illegal.
  * Either fails the job. docs/isa.md gives the arithmetic rules.
+ *
+ * WAIT is the one packet that waits for the host: it stalls the command
+ * processor until a word in memory, written by the CPU or another engine,
+ * reaches a value (a semaphore), or tells it to drop the rest of the
+ * command buffer. Only the job timeout bounds the wait.
  */
 #ifndef _UAPI_RBLN_ISA_H_
 #define _UAPI_RBLN_ISA_H_
 
+#include <linux/const.h>
 #include <linux/types.h>
 
 #if defined(__cplusplus)
@@ -32,6 +38,7 @@ enum rbln_opcode {
 	RBLN_OP_NOP		= 0x00,
 	RBLN_OP_DMA_COPY	= 0x01,
 	RBLN_OP_DMA_FILL	= 0x02,
+	RBLN_OP_WAIT		= 0x03,
 	RBLN_OP_EW_UNARY	= 0x10,
 	RBLN_OP_EW_BINARY	= 0x11,
 	RBLN_OP_EW_SCALAR	= 0x12,
@@ -100,6 +107,25 @@ struct rbln_pkt_dma_fill {
 	__u32 pattern;
 	__u64 dst;
 	__u64 bytes;
+};
+
+/*
+ * WAIT (dtype and sub 0): the command processor reads the little-endian
+ * 64-bit word at @addr (8-byte aligned) through the job's address space,
+ * again at every poll, until the word is at least @value, both compared
+ * unsigned with bit 63 masked off; then it goes on with the next packet.
+ * A word with RBLN_WAIT_CANCEL set ends the wait and skips the rest of the
+ * command buffer: the job completes without error (the packets before the
+ * WAIT have run). A read that faults fails the job as any access does.
+ * Nothing but the job timeout bounds the wait.
+ */
+#define RBLN_WAIT_CANCEL	_BITULL(63)
+
+struct rbln_pkt_wait {
+	__u32 header;
+	__u32 reserved;
+	__u64 addr;
+	__u64 value;
 };
 
 /* EW_UNARY (sub: RBLN_UNARY_*): dst[i] = op(src[i]), i < count. */
