@@ -16,6 +16,9 @@
  * (copied in and out with DMA_COPY by the same command buffer); every
  * output is surrounded by poisoned guard bytes that must survive.
  *
+ * WAIT is tested on its own fixture: released by the CPU, already
+ * satisfied, canceled, malformed, and what completes before it.
+ *
  * Jobs stay small: the driver abandons a job after job_timeout_ms (5 s by
  * default) and TCG runs the guest 10-30 times slower than the host.
  *
@@ -23,7 +26,9 @@
  */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1192,6 +1197,387 @@ TEST(elementwise_operand_placement)
 	free(up0);
 	free(down0);
 	ctx_fini(&x);
+}
+
+/* ---- WAIT: a semaphore in memory, released by the CPU ---- */
+
+#define BEFORE		0x11111111u	/* what the packet before the WAIT writes */
+#define AFTER		0x22222222u	/* what the packet after it writes */
+
+/* A file with a queue, a command buffer, a page of words to wait on and one of results. */
+struct wait_ctx {
+	struct rbln_drm_device *dev;
+	uint32_t queue;
+	struct rbln_test_buf cmd, word, out;
+};
+
+static int wait_open(struct wait_ctx *w)
+{
+	memset(w, 0, sizeof(*w));
+	return rbln_test_open(0, &w->dev) ?:
+	       rbln_drm_queue_create(w->dev, RBLN_QUEUE_PRIORITY_NORMAL, &w->queue) ?:
+	       rbln_test_buf_new(w->dev, 64 * KIB, RBLN_BO_HOST, 0, &w->cmd) ?:
+	       rbln_test_buf_new(w->dev, 4096, RBLN_BO_HOST, 0, &w->word) ?:
+	       rbln_test_buf_new(w->dev, 4096, RBLN_BO_HOST, 0, &w->out);
+}
+
+static void wait_close(struct wait_ctx *w)
+{
+	rbln_test_buf_free(w->dev, &w->cmd);
+	rbln_test_buf_free(w->dev, &w->word);
+	rbln_test_buf_free(w->dev, &w->out);
+	rbln_drm_close(w->dev);
+}
+
+static volatile uint64_t *word_of(struct wait_ctx *w, unsigned int i)
+{
+	return (volatile uint64_t *)w->word.cpu + i;
+}
+
+static volatile uint32_t *out_of(struct wait_ctx *w)
+{
+	return w->out.cpu;
+}
+
+/* The CPU's store of a word the device polls: whole, and after what came before. */
+static void word_set(volatile uint64_t *word, uint64_t v)
+{
+	__atomic_store_n(word, v, __ATOMIC_RELEASE);
+}
+
+/*
+ * Writes, at command buffer offset @off: out[@slot] = BEFORE, a WAIT for
+ * word @i to reach @value, out[@slot + 1] = AFTER. The new length.
+ */
+static uint32_t wait_emit(struct wait_ctx *w, uint32_t off, unsigned int slot, unsigned int i,
+			  uint64_t value)
+{
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, (char *)w->cmd.cpu + off, w->cmd.size - off);
+	if (rbln_drm_cmd_dma_fill(&c, w->out.va + 4 * slot, BEFORE, 4) ||
+	    rbln_test_cmd_wait(&c, w->word.va + 8 * i, value) ||
+	    rbln_drm_cmd_dma_fill(&c, w->out.va + 4 * (slot + 1), AFTER, 4))
+		return 0;
+	return off + c.len;
+}
+
+/* Submits the @len bytes at command buffer offset @off; *@sync gets the fence. */
+static int wait_submit(struct wait_ctx *w, uint32_t off, uint32_t len, uint32_t *sync)
+{
+	uint32_t bos[3] = { w->word.handle, w->out.handle, w->cmd.handle };
+	struct drm_rbln_sync sig = { 0 };
+	int ret;
+
+	if (drmSyncobjCreate(rbln_drm_fd(w->dev), 0, &sig.handle))
+		return -errno;
+	ret = rbln_drm_submit(w->dev, w->queue, w->cmd.va + off, len - off, bos, 3, NULL, 0,
+			      &sig);
+	if (ret)
+		drmSyncobjDestroy(rbln_drm_fd(w->dev), sig.handle);
+	*sync = sig.handle;
+	return ret;
+}
+
+/* Waits up to @ms for @sync and destroys it: 1, the job's -errno, or 0. */
+static int wait_status(struct wait_ctx *w, uint32_t sync, int ms)
+{
+	int status = rbln_test_sync_status(w->dev, sync, ms);
+
+	drmSyncobjDestroy(rbln_drm_fd(w->dev), sync);
+	return status;
+}
+
+/*
+ * Whether the job of @sync is stalled at its WAIT: out[@slot] written by
+ * the packet before it within @ms, and then, a while later, its fence
+ * still unsignaled and out[@slot + 1] unwritten.
+ */
+static bool stalled(struct wait_ctx *w, uint32_t sync, unsigned int slot, int ms)
+{
+	int64_t end = rbln_test_now_ms() + rbln_test_ms(ms);
+
+	while (out_of(w)[slot] != BEFORE && rbln_test_now_ms() < end)
+		usleep(1000);
+	if (out_of(w)[slot] != BEFORE)
+		return false;
+	usleep(rbln_test_ms(50) * 1000);
+	return rbln_test_pending(w->dev, sync) && out_of(w)[slot + 1] == 0;
+}
+
+/* fdinfo's rbln-fault of @w, or "none". */
+static const char *wait_fault(struct wait_ctx *w, char *buf, size_t size)
+{
+	if (rbln_test_fdinfo_value(rbln_drm_fd(w->dev), "rbln-fault:", buf, size))
+		snprintf(buf, size, "none");
+	return buf;
+}
+
+FIXTURE(wait) {
+	struct wait_ctx w;
+};
+
+FIXTURE_SETUP(wait)
+{
+	uint64_t caps = 0;
+
+	ASSERT_EQ(0, wait_open(&self->w));
+	ASSERT_EQ(0, rbln_drm_get_param(self->w.dev, RBLN_PARAM_ISA_CAPS, &caps));
+	ASSERT_EQ(RBLN_ISA_CAP_WAIT, caps & RBLN_ISA_CAP_WAIT);
+}
+
+FIXTURE_TEARDOWN(wait)
+{
+	wait_close(&self->w);
+}
+
+struct writer {
+	volatile uint64_t *word;
+	uint64_t value;
+};
+
+static void *write_word(void *p)
+{
+	struct writer *wr = p;
+
+	word_set(wr->word, wr->value);
+	return NULL;
+}
+
+/* Stalled until another thread writes the word; the packets after it run then. */
+TEST_F(wait, released_by_another_thread)
+{
+	struct writer wr = { word_of(&self->w, 0), 7 };
+	uint32_t len, sync;
+	pthread_t t;
+
+	word_set(wr.word, 0);
+	len = wait_emit(&self->w, 0, 0, 0, 7);
+	ASSERT_NE(0, len);
+	ASSERT_EQ(0, wait_submit(&self->w, 0, len, &sync));
+	ASSERT_TRUE(stalled(&self->w, sync, 0, 5000));
+	ASSERT_EQ(0, pthread_create(&t, NULL, write_word, &wr));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	EXPECT_EQ(1, wait_status(&self->w, sync, 5000));
+	EXPECT_EQ(AFTER, out_of(&self->w)[1]);
+	EXPECT_STREQ("none", wait_fault(&self->w, (char[64]){ 0 }, 64));
+}
+
+/* word >= value passes at once, bit 63 of value aside; value - 1 waits until it changes. */
+TEST_F(wait, satisfied_runs_through_and_the_boundary_holds)
+{
+	static const struct { uint64_t word, value; } through[] = {
+		{ 0, 0 }, { 5, 5 }, { 6, 5 }, { UINT64_MAX >> 1, UINT64_MAX >> 1 },
+		/* Bit 63 of the value is not compared. */
+		{ 5, RBLN_WAIT_CANCEL | 5 }, { 0, RBLN_WAIT_CANCEL },
+	};
+	uint32_t len, sync;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(through) / sizeof(through[0]); i++) {
+		memset(self->w.out.cpu, 0, 4096);
+		word_set(word_of(&self->w, 0), through[i].word);
+		len = wait_emit(&self->w, 0, 0, 0, through[i].value);
+		ASSERT_EQ(0, wait_submit(&self->w, 0, len, &sync));
+		EXPECT_EQ(1, wait_status(&self->w, sync, 5000)) TH_LOG("case %u", i);
+		EXPECT_EQ(AFTER, out_of(&self->w)[1]) TH_LOG("case %u", i);
+	}
+
+	/* One short: it waits, through a change that is not enough too. */
+	memset(self->w.out.cpu, 0, 4096);
+	word_set(word_of(&self->w, 0), 4);
+	len = wait_emit(&self->w, 0, 0, 0, 6);
+	ASSERT_EQ(0, wait_submit(&self->w, 0, len, &sync));
+	ASSERT_TRUE(stalled(&self->w, sync, 0, 5000));
+	word_set(word_of(&self->w, 0), 5);
+	usleep(rbln_test_ms(50) * 1000);
+	EXPECT_TRUE(rbln_test_pending(self->w.dev, sync));
+	EXPECT_EQ(0, out_of(&self->w)[1]);
+	word_set(word_of(&self->w, 0), 6);
+	EXPECT_EQ(1, wait_status(&self->w, sync, 5000));
+	EXPECT_EQ(AFTER, out_of(&self->w)[1]);
+}
+
+/*
+ * RBLN_WAIT_CANCEL ends the command buffer there: what came before ran,
+ * nothing after does, and the job succeeds; the context goes on.
+ */
+TEST_F(wait, cancel_skips_the_rest_without_a_fault)
+{
+	struct rbln_drm_cmd c;
+	uint32_t len, sync;
+
+	/* Canceled while it waits. */
+	word_set(word_of(&self->w, 0), 0);
+	len = wait_emit(&self->w, 0, 0, 0, 1);
+	ASSERT_EQ(0, wait_submit(&self->w, 0, len, &sync));
+	ASSERT_TRUE(stalled(&self->w, sync, 0, 5000));
+	word_set(word_of(&self->w, 0), RBLN_WAIT_CANCEL);
+	EXPECT_EQ(1, wait_status(&self->w, sync, 5000));
+	EXPECT_EQ(BEFORE, out_of(&self->w)[0]);
+	EXPECT_EQ(0, out_of(&self->w)[1]);
+
+	/* Canceled before it runs, with a count that would satisfy it: cancel wins. */
+	word_set(word_of(&self->w, 1), RBLN_WAIT_CANCEL | 100);
+	len = wait_emit(&self->w, 0, 2, 1, 5);
+	/* More after the DMA_FILL: none of it runs either. */
+	rbln_drm_cmd_init(&c, (char *)self->w.cmd.cpu + len, self->w.cmd.size - len);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, self->w.out.va + 16, AFTER, 64));
+	len += c.len;
+	ASSERT_EQ(0, wait_submit(&self->w, 0, len, &sync));
+	EXPECT_EQ(1, wait_status(&self->w, sync, 5000));
+	EXPECT_EQ(BEFORE, out_of(&self->w)[2]);
+	EXPECT_EQ(0, out_of(&self->w)[3]);
+	EXPECT_EQ(0, out_of(&self->w)[4]);
+
+	/* Not banned, no fault: the next job runs. */
+	EXPECT_STREQ("none", wait_fault(&self->w, (char[64]){ 0 }, 64));
+	word_set(word_of(&self->w, 2), 1);
+	len = wait_emit(&self->w, 0, 8, 2, 1);
+	ASSERT_EQ(0, wait_submit(&self->w, 0, len, &sync));
+	EXPECT_EQ(1, wait_status(&self->w, sync, 5000));
+	EXPECT_EQ(AFTER, out_of(&self->w)[9]);
+}
+
+/*
+ * A job that completes just before a WAIT on its ring is reported while
+ * the WAIT waits (interrupt moderation must not hold it): the host may be
+ * waiting for it before it writes the word.
+ */
+TEST_F(wait, completions_before_it_are_not_held_back)
+{
+	uint32_t first, second, third, len, len2, len3;
+
+	word_set(word_of(&self->w, 0), 0);
+	word_set(word_of(&self->w, 1), 0);
+	/* Three jobs on one queue: WAIT for word 0; a fill; WAIT for word 1. */
+	len = wait_emit(&self->w, 0, 0, 0, 1);
+	len2 = len;
+	{
+		struct rbln_drm_cmd c;
+
+		rbln_drm_cmd_init(&c, (char *)self->w.cmd.cpu + len, self->w.cmd.size - len);
+		ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, self->w.out.va + 16, AFTER, 4));
+		len2 += c.len;
+	}
+	len3 = wait_emit(&self->w, len2, 8, 1, 1);
+	ASSERT_EQ(0, wait_submit(&self->w, 0, len, &first));
+	ASSERT_EQ(0, wait_submit(&self->w, len, len2, &second));
+	ASSERT_EQ(0, wait_submit(&self->w, len2, len3, &third));
+	ASSERT_TRUE(stalled(&self->w, first, 0, 5000));
+	EXPECT_TRUE(rbln_test_pending(self->w.dev, second));
+
+	/* The first two complete at once; the third waits. */
+	word_set(word_of(&self->w, 0), 1);
+	EXPECT_EQ(1, wait_status(&self->w, first, 1000));
+	EXPECT_EQ(1, wait_status(&self->w, second, 1000));
+	EXPECT_TRUE(stalled(&self->w, third, 8, 5000));
+	word_set(word_of(&self->w, 1), 1);
+	EXPECT_EQ(1, wait_status(&self->w, third, 5000));
+	EXPECT_EQ(AFTER, out_of(&self->w)[9]);
+}
+
+/*
+ * The time from the CPU's write of the word to the job's fence signaling,
+ * as a waiter on the syncobj sees it: over 100 jobs, each stalled first.
+ */
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+TEST_F(wait, release_latency)
+{
+	enum { RUNS = 100 };
+	int64_t lat[RUNS], t0;
+	uint32_t len, sync;
+	unsigned int i;
+	int fd = rbln_drm_fd(self->w.dev);
+
+	for (i = 0; i < RUNS; i++) {
+		memset(self->w.out.cpu, 0, 4096);
+		word_set(word_of(&self->w, 0), i);
+		len = wait_emit(&self->w, 0, 0, 0, i + 1);
+		ASSERT_EQ(0, wait_submit(&self->w, 0, len, &sync));
+		/* At the WAIT, and polling for a while: the backoff is at its longest. */
+		ASSERT_TRUE(stalled(&self->w, sync, 0, 5000));
+		t0 = now_ns();
+		word_set(word_of(&self->w, 0), i + 1);
+		ASSERT_EQ(0, drmSyncobjWait(fd, &sync, 1, rbln_test_deadline_ns(5000), 0, NULL));
+		lat[i] = now_ns() - t0;
+		ASSERT_EQ(1, wait_status(&self->w, sync, 0));
+	}
+	qsort(lat, RUNS, sizeof(lat[0]), cmp_i64);
+	TH_LOG("release latency: median %" PRId64 " us, 10%% %" PRId64 " us, 90%% %" PRId64
+	       " us, max %" PRId64 " us", lat[RUNS / 2] / 1000, lat[RUNS / 10] / 1000,
+	       lat[RUNS * 9 / 10] / 1000, lat[RUNS - 1] / 1000);
+}
+
+/* Each case in a file of its own: a fault bans the context. */
+TEST(wait_rejections_fault)
+{
+	static const char *const what[] = {
+		"misaligned addr", "reserved", "dtype", "sub", "len8 4", "len8 2", "unmapped addr",
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(what) / sizeof(what[0]); i++) {
+		char want[64], got[64];
+		struct rbln_drm_cmd c;
+		struct wait_ctx w;
+		uint64_t bind = 0;
+		uint32_t *pkt, len, sync;
+
+		ASSERT_EQ(0, wait_open(&w));
+		ASSERT_EQ(0, rbln_drm_get_param(w.dev, RBLN_PARAM_VM_BIND_START, &bind));
+		word_set(word_of(&w, 0), 1);
+		rbln_drm_cmd_init(&c, w.cmd.cpu, w.cmd.size);
+		ASSERT_EQ(0, rbln_test_cmd_wait(&c, w.word.va, 1));
+		pkt = w.cmd.cpu;
+		snprintf(want, sizeof(want), "malformed %#" PRIx64, w.cmd.va);
+		switch (i) {
+		case 0:
+			pkt[2] += 4;
+			break;
+		case 1:
+			pkt[1] = 1;
+			break;
+		case 2:
+			pkt[0] = RBLN_PKT_HEADER(RBLN_OP_WAIT, 1, 0, 3);
+			break;
+		case 3:
+			pkt[0] = RBLN_PKT_HEADER(RBLN_OP_WAIT, 0, 1, 3);
+			break;
+		case 4:
+			pkt[0] = RBLN_PKT_HEADER(RBLN_OP_WAIT, 0, 0, 4);
+			ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+			break;
+		case 5:
+			pkt[0] = RBLN_PKT_HEADER(RBLN_OP_WAIT, 0, 0, 2);
+			break;
+		case 6:
+			/* Nothing is mapped in the VM_BIND range until bound. */
+			memcpy(&pkt[2], &bind, sizeof(bind));
+			snprintf(want, sizeof(want), "unmapped %#" PRIx64, bind);
+			break;
+		}
+		len = c.len;
+		ASSERT_EQ(0, wait_submit(&w, 0, len, &sync));
+		EXPECT_EQ(-EFAULT, wait_status(&w, sync, 5000)) TH_LOG("%s", what[i]);
+		EXPECT_STREQ(want, wait_fault(&w, got, sizeof(got))) TH_LOG("%s", what[i]);
+		wait_close(&w);
+	}
+	EXPECT_EQ(0, rbln_test_mem_used(0));
 }
 
 TEST_HARNESS_MAIN
