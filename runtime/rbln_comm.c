@@ -803,7 +803,7 @@ static rbln_status store(struct coll *k, int slot, int64_t c0, int64_t mc,
 		k->last = point;
 		bounce(k, false, k->spans[0].bytes * nspans);
 	}
-	if (!rbln_coll_is_reduction(k->kind) || size == 1)
+	if (!rbln_coll_is_reduction(k->kind) || size == 1 || k->comm->peer)
 		return RBLN_OK;
 
 	bos[0] = k->out_bo;
@@ -973,7 +973,7 @@ static rbln_status run(struct coll *k)
 	return k->comm->broken[0] ? mpi : st ? st : mpi;
 }
 
-/* Device addresses of the tensors, and the fold buffer of a reduction. */
+/* Device addresses of the tensors, and the fold buffer of a staged reduction. */
 static rbln_status prepare(struct coll *k)
 {
 	int size = k->comm->size;
@@ -998,7 +998,8 @@ static rbln_status prepare(struct coll *k)
 	if (!k->spans)
 		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory",
 				 rbln_coll_names[k->kind]);
-	if (!rbln_coll_is_reduction(k->kind) || size == 1)
+	/* The peer path takes every call with data (rbln_peer_collective()) and folds elsewhere. */
+	if (!rbln_coll_is_reduction(k->kind) || size == 1 || k->comm->peer)
 		return RBLN_OK;
 	ret = rbln_allocator_alloc(k->d->alloc, 2 * (uint64_t)size * part_of(k, k->m) * k->esize,
 				   0, &k->fold,

@@ -731,6 +731,10 @@ static bool test_explain_and_memory(void)
 		if (dump.dispatch.total.count < nranks - 1)
 			ok = FAIL("peer path: %lld dispatches",
 				  (long long)dump.dispatch.total.count);
+		/* Out of place, it folds into the output: no device memory of its own. */
+		if (rbln_max_memory_allocated(device) != before)
+			ok = FAIL("peer path: peak %lld over %lld before",
+				  (long long)rbln_max_memory_allocated(device), (long long)before);
 		goto memory;
 	}
 	/*
