@@ -783,6 +783,10 @@ TEST(bad_init)
 	for (int r = 0; r < MAXR; r++)
 		EXPECT_EQ(NULL, comms[r]);
 	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_comm_rank(NULL));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_comm_timeout(NULL));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "rbln_comm_timeout: NULL communicator"));
+	EXPECT_EQ(RBLN_ERROR_INVALID, rbln_comm_set_timeout(NULL, 100));
+	EXPECT_NE(NULL, strstr(rbln_last_error(), "rbln_comm_set_timeout: NULL communicator"));
 	EXPECT_EQ(RBLN_OK, rbln_comm_free(NULL));
 }
 
