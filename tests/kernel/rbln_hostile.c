@@ -3,7 +3,8 @@
  * rbln_hostile - what a hostile or unlucky caller does: lookups out of
  * range, memory closed under a running job, jobs that outlive their
  * timeout, peers whose exporter is replaced, packets that never end,
- * and files opened by the thousand
+ * files opened by the thousand, and WAIT packets parked on a ring while
+ * their file closes, their word goes, the ring resets or the device does
  *
  * Each test is the reproduction of a finding of a review of the driver.
  * Most of them do not fail by an assertion on the old driver but by what
@@ -1107,6 +1108,402 @@ TEST(vector_raised_while_the_rings_are_set_up_is_dropped)
 	EXPECT_EQ(1, rbln_test_run(f.dev, f.queue, &f.cmd, c.len, NULL, 0, 10000));
 	file_close(&f);
 	EXPECT_EQ(0, rbln_emu_del(id));
+}
+
+/* ---- WAIT parked on a ring while everything around it goes ---- */
+
+#define BEFORE		0x11111111u	/* the packet before a WAIT writes it */
+#define AFTER		0x22222222u	/* the packet after it */
+
+/*
+ * At @off in @f's command buffer: out word 2 @slot = BEFORE, a WAIT for
+ * the word at @word_va to reach @value, out word 2 @slot + 1 = AFTER. The
+ * offset after it, 0 if it does not fit.
+ */
+static uint32_t wait_emit(struct file *f, uint32_t off, uint64_t out_va, unsigned int slot,
+			  uint64_t word_va, uint64_t value)
+{
+	struct rbln_drm_cmd c;
+
+	rbln_drm_cmd_init(&c, (char *)f->cmd.cpu + off, f->cmd.size - off);
+	if (rbln_drm_cmd_dma_fill(&c, out_va + 8 * slot, BEFORE, 4) ||
+	    rbln_test_cmd_wait(&c, word_va, value) ||
+	    rbln_drm_cmd_dma_fill(&c, out_va + 8 * slot + 4, AFTER, 4))
+		return 0;
+	return off + c.len;
+}
+
+/* Submits [@off, @end) of @f's command buffer on @queue, with @bos and the buffer. */
+static int submit_at(struct file *f, uint32_t queue, uint32_t off, uint32_t end,
+		     const uint32_t *bos, uint32_t n, uint32_t *syncobj)
+{
+	struct drm_rbln_sync signal = { 0 };
+	uint32_t all[8], i;
+	int ret;
+
+	for (i = 0; i < n; i++)
+		all[i] = bos[i];
+	all[n] = f->cmd.handle;
+	if (drmSyncobjCreate(rbln_drm_fd(f->dev), 0, &signal.handle))
+		return -errno;
+	ret = rbln_drm_submit(f->dev, queue, f->cmd.va + off, end - off, all, n + 1, NULL, 0,
+			      &signal);
+	if (ret)
+		drmSyncobjDestroy(rbln_drm_fd(f->dev), signal.handle);
+	*syncobj = signal.handle;
+	return ret;
+}
+
+static void word_set(void *word, uint64_t v)
+{
+	__atomic_store_n((uint64_t *)word, v, __ATOMIC_RELEASE);
+}
+
+/* Whether out word @idx of @out holds @v within @ms. */
+static bool out_becomes(const struct rbln_test_buf *out, unsigned int idx, uint32_t v, int ms)
+{
+	volatile uint32_t *o = out->cpu;
+	int64_t end = rbln_test_now_ms() + rbln_test_ms(ms);
+
+	while (o[idx] != v && rbln_test_now_ms() < end)
+		usleep(1000);
+	return o[idx] == v;
+}
+
+/* A job parked at its WAIT: what comes before it done, its fence not. */
+static bool parked(struct file *f, const struct rbln_test_buf *out, unsigned int slot,
+		   uint32_t sync)
+{
+	return out_becomes(out, 2 * slot, BEFORE, 2000) && rbln_test_pending(f->dev, sync) &&
+	       ((volatile uint32_t *)out->cpu)[2 * slot + 1] == 0;
+}
+
+/*
+ * A WAIT never released is a job that runs too long: it fails with
+ * -ETIMEDOUT after the job timeout, the job behind it on its queue runs,
+ * and another queue's job, on another ring, does not wait for either.
+ */
+TEST(wait_never_released_times_out)
+{
+	struct rbln_test_buf word, out;
+	uint32_t w, behind, other, q2, end, end2, end3, bos[2];
+	int64_t t0, other_ms;
+	struct file f;
+
+	ASSERT_EQ(0, file_open(&f, 0, 64 * 1024));
+	ASSERT_EQ(0, rbln_drm_queue_create(f.dev, RBLN_QUEUE_PRIORITY_NORMAL, &q2));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	word_set(word.cpu, 0);
+	bos[0] = word.handle;
+	bos[1] = out.handle;
+
+	end = wait_emit(&f, 0, out.va, 0, word.va, 1);
+	end2 = wait_emit(&f, end, out.va, 1, word.va, 0);
+	end3 = wait_emit(&f, end2, out.va, 2, word.va, 0);
+	ASSERT_NE(0, end3);
+	t0 = rbln_test_now_ms();
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_EQ(0, submit_at(&f, f.queue, end, end2, bos, 2, &behind));
+	ASSERT_TRUE(parked(&f, &out, 0, w));
+
+	/* Another queue: another ring, not held up by the WAIT. */
+	ASSERT_EQ(0, submit_at(&f, q2, end2, end3, bos, 2, &other));
+	EXPECT_EQ(1, file_wait(&f, other, 400));
+	other_ms = rbln_test_now_ms() - t0;
+	EXPECT_TRUE(rbln_test_pending(f.dev, w));
+	EXPECT_TRUE(rbln_test_pending(f.dev, behind));
+
+	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, w, 10000));
+	TH_LOG("other queue's job done after %lld ms, the WAIT timed out after %lld ms",
+	       (long long)other_ms, (long long)(rbln_test_now_ms() - t0));
+	EXPECT_LT(rbln_test_now_ms() - t0, rbln_test_ms(3000));
+	EXPECT_EQ(1, file_wait(&f, behind, 5000));
+	EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[3]);
+	/* The timed-out job's packets after its WAIT never ran. */
+	EXPECT_EQ(0, ((uint32_t *)out.cpu)[1]);
+	word_set(word.cpu, 1);
+	usleep(rbln_test_ms(50) * 1000);
+	EXPECT_EQ(0, ((uint32_t *)out.cpu)[1]);
+	rbln_test_buf_free(f.dev, &word);
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+}
+
+/*
+ * A hostile file: WAITs that never end, on many queues, released or
+ * canceled all at once, then as many left parked while the file closes,
+ * which takes no more than the job timeout and frees everything.
+ */
+TEST(many_waits_on_many_queues)
+{
+	enum { QUEUES = 16, JOBS = 4 };
+	uint32_t queue[QUEUES], sync[QUEUES][JOBS], off, end, bos[2];
+	struct rbln_test_buf word, out;
+	unsigned int q, j, n;
+	int64_t t0;
+	struct file f;
+
+	ASSERT_EQ(0, file_open(&f, 0, 64 * 1024));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	bos[0] = word.handle;
+	bos[1] = out.handle;
+	for (q = 0; q < QUEUES; q++) {
+		word_set((uint64_t *)word.cpu + q, 0);
+		ASSERT_EQ(0, rbln_drm_queue_create(f.dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue[q]));
+	}
+	for (off = 0, q = 0; q < QUEUES; q++) {
+		for (j = 0; j < JOBS; j++, off = end) {
+			end = wait_emit(&f, off, out.va, q * JOBS + j, word.va + 8 * q, 1);
+			ASSERT_NE(0, end);
+			ASSERT_EQ(0, submit_at(&f, queue[q], off, end, bos, 2, &sync[q][j]));
+		}
+	}
+	for (n = 0, q = 0; q < QUEUES; q++)
+		for (j = 0; j < JOBS; j++)
+			n += rbln_test_pending(f.dev, sync[q][j]);
+	EXPECT_EQ(QUEUES * JOBS, n);
+	/* Half released, half canceled. */
+	for (q = 0; q < QUEUES; q++)
+		word_set((uint64_t *)word.cpu + q, q % 2 ? RBLN_WAIT_CANCEL : 1);
+	for (q = 0; q < QUEUES; q++) {
+		for (j = 0; j < JOBS; j++) {
+			unsigned int k = q * JOBS + j;
+
+			EXPECT_EQ(1, file_wait(&f, sync[q][j], 5000)) TH_LOG("queue %u job %u", q, j);
+			EXPECT_EQ(BEFORE, ((uint32_t *)out.cpu)[2 * k]);
+			EXPECT_EQ(q % 2 ? 0 : AFTER, ((uint32_t *)out.cpu)[2 * k + 1]);
+		}
+	}
+
+	/* Parked again, and the file closes under them. */
+	for (q = 0; q < QUEUES; q++)
+		word_set((uint64_t *)word.cpu + q, 0);
+	for (off = 0, q = 0; q < QUEUES; q++) {
+		for (j = 0; j < JOBS; j++, off = end) {
+			end = wait_emit(&f, off, out.va, q * JOBS + j, word.va + 8 * q, 1);
+			ASSERT_EQ(0, submit_at(&f, queue[q], off, end, bos, 2, &sync[q][j]));
+		}
+	}
+	EXPECT_TRUE(rbln_test_pending(f.dev, sync[0][0]));
+	t0 = rbln_test_now_ms();
+	rbln_test_buf_free(f.dev, &word);
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+	TH_LOG("close with %u WAITs parked took %lld ms", QUEUES * JOBS,
+	       (long long)(rbln_test_now_ms() - t0));
+	EXPECT_LT(rbln_test_now_ms() - t0, rbln_test_ms(3000));
+	EXPECT_EQ(0, rbln_test_mem_used_settled(0));
+	ASSERT_EQ(0, rbln_test_open(0, &f.dev));
+	EXPECT_EQ(1, rbln_test_works(f.dev, 0x5eed));
+	rbln_drm_close(f.dev);
+}
+
+/*
+ * The word in device memory: released by another queue's DMA_FILL, as an
+ * engine would; then the object is closed under the WAIT, which faults at
+ * its next read. (An object allocated in its place at once may take the
+ * same address: the WAIT then reads that one, as the context says.)
+ */
+TEST(wait_on_a_device_object_closed_under_it)
+{
+	struct rbln_test_buf mem, out, other;
+	uint32_t q2, w, rel, end, end2;
+	char fault[64], want[64];
+	struct rbln_drm_cmd c;
+	struct file f;
+
+	ASSERT_EQ(0, file_open(&f, 0, 64 * 1024));
+	ASSERT_EQ(0, rbln_drm_queue_create(f.dev, RBLN_QUEUE_PRIORITY_NORMAL, &q2));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_DEVICE, 0, &mem));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+
+	/* Device memory is zeroed when allocated: the WAIT waits. */
+	end = wait_emit(&f, 0, out.va, 0, mem.va, 1);
+	rbln_drm_cmd_init(&c, (char *)f.cmd.cpu + end, f.cmd.size - end);
+	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, mem.va, 1, 8));
+	end2 = end + c.len;
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, &out.handle, 1, &w));
+	ASSERT_TRUE(parked(&f, &out, 0, w));
+	ASSERT_EQ(0, submit_at(&f, q2, end, end2, NULL, 0, &rel));
+	EXPECT_EQ(1, file_wait(&f, rel, 5000));
+	EXPECT_EQ(1, file_wait(&f, w, 5000));
+	EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[1]);
+
+	/* A fresh object; closed while the WAIT reads it. */
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_DEVICE, 0, &other));
+	end = wait_emit(&f, 0, out.va, 1, other.va, 1);
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, &out.handle, 1, &w));
+	ASSERT_TRUE(parked(&f, &out, 1, w));
+	snprintf(want, sizeof(want), "unmapped %#llx", (unsigned long long)other.va);
+	rbln_test_buf_free(f.dev, &other);
+	EXPECT_EQ(-EFAULT, file_wait(&f, w, 5000));
+	EXPECT_EQ(0, ((uint32_t *)out.cpu)[3]);
+	EXPECT_EQ(0, rbln_test_fdinfo_value(rbln_drm_fd(f.dev), "rbln-fault:", fault,
+					    sizeof(fault)));
+	EXPECT_STREQ(want, fault);
+	rbln_test_buf_free(f.dev, &mem);
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+	EXPECT_EQ(0, rbln_test_mem_used_settled(0));
+}
+
+/*
+ * The word in a host object bound with VM_BIND: an unbind waits for the
+ * WAIT before it, released or timed out, and the CPU's writes to the word
+ * after that reach nothing the device reads.
+ */
+TEST(unbind_of_the_word_waits_for_the_wait)
+{
+	struct drm_rbln_sync unbound = { 0 };
+	struct rbln_test_buf h, out;
+	uint32_t w, end, round;
+	struct file f;
+	uint64_t va;
+	int fd;
+
+	ASSERT_EQ(0, file_open(&f, 0, 64 * 1024));
+	fd = rbln_drm_fd(f.dev);
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	for (round = 0; round < 2; round++) {
+		ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, RBLN_BO_NO_VA, &h));
+		ASSERT_EQ(0, rbln_drm_vm_reserve(f.dev, 4096, 0, &va));
+		ASSERT_EQ(0, rbln_test_vm_map(f.dev, va, 4096, h.handle, 0, 0));
+		word_set(h.cpu, 0);
+		memset(out.cpu, 0, 4096);
+		end = wait_emit(&f, 0, out.va, 0, va, 1);
+		ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, &out.handle, 1, &w));
+		ASSERT_TRUE(parked(&f, &out, 0, w));
+		ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &unbound.handle));
+		ASSERT_EQ(0, rbln_drm_vm_unmap(f.dev, va, 4096, NULL, 0, &unbound));
+		usleep(rbln_test_ms(50) * 1000);
+		EXPECT_TRUE(rbln_test_pending(f.dev, unbound.handle));
+		EXPECT_TRUE(rbln_test_pending(f.dev, w));
+		if (!round) {
+			/* Released: it completes, then the unbind does. */
+			word_set(h.cpu, 1);
+			EXPECT_EQ(1, file_wait(&f, w, 5000));
+			EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[1]);
+		} else {
+			/* Never released: the job timeout ends both. */
+			EXPECT_EQ(-ETIMEDOUT, file_wait(&f, w, 10000));
+		}
+		EXPECT_EQ(0, drmSyncobjWait(fd, &unbound.handle, 1, rbln_test_deadline_ns(5000), 0,
+					    NULL));
+		drmSyncobjDestroy(fd, unbound.handle);
+		EXPECT_EQ(0, rbln_drm_vm_release(f.dev, va));
+		/* Nothing reads it now: a write to it goes nowhere. */
+		word_set(h.cpu, 1);
+		rbln_test_buf_free(f.dev, &h);
+	}
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+}
+
+/*
+ * Resets around a parked WAIT: behind a job whose timeout resets the ring,
+ * it runs again and waits; parked when another ring's wedged job makes a
+ * function reset, it is stopped and runs again from its start.
+ */
+TEST(wait_survives_resets_it_did_not_cause)
+{
+	struct rbln_test_buf word, out, nop;
+	struct drm_rbln_sync hung = { 0 };
+	uint32_t w, q2, end, bos[2];
+	struct rbln_drm_cmd c;
+	long long resets;
+	struct file f;
+
+	ASSERT_EQ(0, file_open(&f, 0, 64 * 1024));
+	ASSERT_EQ(0, rbln_drm_queue_create(f.dev, RBLN_QUEUE_PRIORITY_NORMAL, &q2));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &nop));
+	bos[0] = word.handle;
+	bos[1] = out.handle;
+
+	/* Behind a hang on its queue: the ring's reset puts it back on. */
+	word_set(word.cpu, 0);
+	resets = rbln_test_attr(0, "reset_count");
+	end = wait_emit(&f, 0, out.va, 0, word.va, 1);
+	ASSERT_EQ(0, rbln_test_submit_hung_nop(f.dev, f.queue, &nop, rbln_test_dev_name(0),
+					       &hung));
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, hung.handle, 10000));
+	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
+	ASSERT_TRUE(parked(&f, &out, 0, w));
+	word_set(word.cpu, 1);
+	EXPECT_EQ(1, file_wait(&f, w, 5000));
+	EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[1]);
+
+	/*
+	 * Parked on one ring while a wedged job on another makes a function
+	 * reset: the WAIT goes back on and waits again. The reset comes two
+	 * job timeouts after the wedged job starts (one to time out, one for
+	 * its ring not to stop), so the WAIT starts after 1.4 of them and is
+	 * released as soon as it runs again, before its own timeout.
+	 */
+	word_set(word.cpu, 0);
+	memset(out.cpu, 0, 4096);
+	resets = rbln_test_attr(0, "reset_count");
+	ASSERT_EQ(0, rbln_test_inject(0, "stuck"));
+	ASSERT_EQ(0, drmSyncobjCreate(rbln_drm_fd(f.dev), 0, &hung.handle));
+	rbln_drm_cmd_init(&c, nop.cpu, nop.size);
+	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
+	ASSERT_EQ(0, rbln_drm_submit(f.dev, q2, nop.va, c.len, &nop.handle, 1, NULL, 0, &hung));
+	usleep(rbln_test_ms(700) * 1000);
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_TRUE(parked(&f, &out, 0, w));
+	/* Cleared: the run after the reset writes it again. */
+	((volatile uint32_t *)out.cpu)[0] = 0;
+	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, hung.handle, 10000));
+	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
+	EXPECT_TRUE(out_becomes(&out, 0, BEFORE, 200));
+	word_set(word.cpu, 1);
+	EXPECT_EQ(1, file_wait(&f, w, 5000));
+	EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[1]);
+
+	rbln_test_buf_free(f.dev, &word);
+	rbln_test_buf_free(f.dev, &out);
+	rbln_test_buf_free(f.dev, &nop);
+	file_close(&f);
+}
+
+/* Removing the device stops a parked WAIT at once: its fence fails with -ENODEV. */
+TEST(unplug_with_a_wait_parked)
+{
+	struct rbln_test_buf word, out;
+	struct rbln_test_victim vic;
+	struct del_arg del = { .vic = &vic };
+	uint32_t w, end, bos[2];
+	struct file f;
+	pthread_t t;
+	int sync_fd;
+
+	ASSERT_EQ(0, rbln_test_victim_get(&vic, FRESH_ID, 64));
+	ASSERT_EQ(0, file_open_victim(&f, &vic, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	bos[0] = word.handle;
+	bos[1] = out.handle;
+	word_set(word.cpu, 0);
+	end = wait_emit(&f, 0, out.va, 0, word.va, 1);
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_TRUE(parked(&f, &out, 0, w));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(f.dev), w, &sync_fd));
+	ASSERT_EQ(0, pthread_create(&t, NULL, del_device, &del));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	EXPECT_EQ(0, del.ret);
+	TH_LOG("removal with a WAIT parked took %lld ms", (long long)del.ms);
+	EXPECT_LT(del.ms, rbln_test_ms(5000));
+	EXPECT_EQ(-ENODEV, sync_file_wait_status(sync_fd, 10000));
+	close(sync_fd);
+	drmSyncobjDestroy(rbln_drm_fd(f.dev), w);
+	rbln_test_buf_free(f.dev, &word);
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+	ASSERT_EQ(0, rbln_test_victim_restore(&vic));
 }
 
 TEST_HARNESS_MAIN
