@@ -431,6 +431,11 @@ struct fz_cmd {
 	uint64_t vm_hole, vm_hole_size;
 	/* The kinds of fault (fdinfo's names, space-separated) it must fault with, or NULL. */
 	const char *fault_kinds;
+	/*
+	 * Valid packets may include WAITs: not in a job whose later packet
+	 * must run, which a canceled WAIT skips and one never released holds.
+	 */
+	bool waits;
 };
 
 void fz_cmd_init(struct fz_cmd *c, struct fz_file *f, void *buf, uint32_t cap);

@@ -7,7 +7,9 @@
  * that are writable and not command buffers, so that valid jobs never
  * change one another's commands. Everything else the ISA allows is fair:
  * overlapping operands across packets, zero counts, every dtype and
- * operation, reads of read-only objects and of peers.
+ * operation, reads of read-only objects and of peers. WAITs are mostly
+ * satisfied or canceled when they run, now and then never: a valid job may
+ * time out.
  */
 
 #include <errno.h>
@@ -25,6 +27,7 @@ void fz_cmd_init(struct fz_cmd *c, struct fz_file *f, void *buf, uint32_t cap)
 	c->vm_wait = 0;
 	c->vm_hole = c->vm_hole_size = 0;
 	c->fault_kinds = NULL;
+	c->waits = false;
 }
 
 /*
@@ -220,10 +223,67 @@ static int emit_gemm(struct fz *fz, struct fz_cmd *c, uint32_t dim)
 	return rbln_drm_cmd_gemm(&c->enc, &g);
 }
 
+static int emit_wait_raw(struct fz_cmd *c, uint64_t addr, uint64_t value)
+{
+	struct rbln_pkt_wait p = {
+		.header = RBLN_PKT_HEADER(RBLN_OP_WAIT, 0, 0, sizeof(p) / 8),
+		.addr = addr,
+		.value = value,
+	};
+
+	if (c->enc.cap - c->enc.len < sizeof(p))
+		return -ENOSPC;
+	memcpy((uint8_t *)c->enc.buf + c->enc.len, &p, sizeof(p));
+	c->enc.len += sizeof(p);
+	return 0;
+}
+
+/*
+ * A WAIT: mostly for 0 (passes, or cancels on a word with bit 63), or on a
+ * word of a mapped host object written here to satisfy or cancel it; now
+ * and then for a value no word reaches, which only the timeout ends.
+ * Other jobs may write the word meanwhile: then anything goes, within the
+ * timeout.
+ */
+static int emit_wait(struct fz *fz, struct fz_cmd *c)
+{
+	unsigned int pick = fz_below(&fz->rng, 100), i;
+	struct fz_file *f = c->f;
+	uint64_t addr, value;
+
+	if (!c->waits)
+		return -ENOENT;
+	if (pick < 15 && f->nbos) {
+		struct fz_bo *bo = &f->bos[fz_below(&fz->rng, f->nbos)];
+		uint64_t *word;
+
+		if (!bo->cpu || !writable(bo) || bo->size < 8 || !fz_bo_reachable(fz, bo) ||
+		    (bo->flags & RBLN_BO_NO_VA))
+			return -ENOENT;
+		i = fz_below(&fz->rng, bo->size / 8);
+		word = (uint64_t *)bo->cpu + i;
+		value = 1 + fz_below(&fz->rng, RBLN_WAIT_CANCEL - 1);
+		__atomic_store_n(word, fz_chance(&fz->rng, 50) ? value :
+				 RBLN_WAIT_CANCEL | fz_next(&fz->rng), __ATOMIC_RELEASE);
+		fz_cmd_use(c, bo);
+		return emit_wait_raw(c, bo->va + 8 * i, value);
+	}
+	addr = region(fz, c, false, 8, 8);
+	if (!addr)
+		return -ENOENT;
+	if (pick < 18)
+		value = RBLN_WAIT_CANCEL - 1;
+	else
+		value = fz_chance(&fz->rng, 20) ? RBLN_WAIT_CANCEL : 0;
+	return emit_wait_raw(c, addr, value);
+}
+
 /* One valid packet: 0, -ENOSPC when the buffer is full, -ENOENT when no object fits. */
 int fz_cmd_valid_packet(struct fz *fz, struct fz_cmd *c)
 {
-	switch (fz_below(&fz->rng, 11)) {
+	switch (fz_below(&fz->rng, 12)) {
+	case 11:
+		return emit_wait(fz, c);
 	case 0:
 		return rbln_drm_cmd_nop(&c->enc);
 	case 1:
@@ -396,9 +456,9 @@ int fz_cmd_malformed_packet(struct fz *fz, struct fz_cmd *c, char *why, size_t l
 	uint32_t *w = (uint32_t *)p, size = 32;
 
 	c->fault_kinds = "malformed illegal-opcode";
-	switch (fz_below(r, 9)) {
+	switch (fz_below(r, 10)) {
 	case 0: {
-		static const uint8_t ops[] = { 0x03, 0x0f, 0x15, 0x1f, 0x21, 0x80, 0xff };
+		static const uint8_t ops[] = { 0x04, 0x0f, 0x15, 0x1f, 0x21, 0x80, 0xff };
 		uint8_t op = ops[fz_below(r, sizeof(ops))];
 
 		size = 8 * (1 + fz_below(r, 6));
@@ -441,6 +501,30 @@ int fz_cmd_malformed_packet(struct fz *fz, struct fz_cmd *c, char *why, size_t l
 		w[0] = RBLN_PKT_HEADER(RBLN_OP_GEMM, 0, 0, 7);
 		w[1] = 8u << fz_below(r, 24);
 		snprintf(why, len, "GEMM with flags %#x", w[1]);
+		break;
+	case 8:
+		/* A WAIT that would pass at once, were it well formed. */
+		size = 24;
+		w[0] = RBLN_PKT_HEADER(RBLN_OP_WAIT, 0, 0, 3);
+		switch (fz_below(r, 4)) {
+		case 0:
+			p[1] = 8 * fz_next(r) + 1 + fz_below(r, 7);
+			snprintf(why, len, "WAIT at unaligned %#llx", (unsigned long long)p[1]);
+			break;
+		case 1:
+			w[1] = 1 + fz_below(r, 0xffffffffu);
+			snprintf(why, len, "WAIT with reserved %#x", w[1]);
+			break;
+		case 2:
+			w[0] = RBLN_PKT_HEADER(RBLN_OP_WAIT, 1 + fz_below(r, 15), fz_below(r, 16), 3);
+			snprintf(why, len, "WAIT with dtype %u", RBLN_PKT_DTYPE(w[0]));
+			break;
+		default:
+			w[0] = RBLN_PKT_HEADER(RBLN_OP_WAIT, 0, 0, fz_chance(r, 50) ? 2 : 4);
+			size = 32;
+			snprintf(why, len, "WAIT of length %u", RBLN_PKT_LEN8(w[0]));
+			break;
+		}
 		break;
 	default:
 		size = 24;

@@ -687,6 +687,7 @@ void op_submit(struct fz *fz)
 
 	if (!prepare(fz, &s))
 		return;
+	s.c.waits = true;
 	valid_packets(fz, &s, 1 + fz_below(&fz->rng, 8));
 	s.cmd_size = s.c.enc.len;
 	s.expect = FZ_JOB_VALID;
@@ -783,6 +784,7 @@ void op_submit_fuzz(struct fz *fz)
 	s.f->may_be_banned = true;
 	s.expect = FZ_JOB_ANY;
 	s.wild = true;
+	s.c.waits = true;
 	valid_packets(fz, &s, 1 + fz_below(&fz->rng, 6));
 	fz_cmd_mutate(fz, &s.c);
 	s.cmd_size = s.c.enc.len;
