@@ -149,6 +149,18 @@ static void rbln_emu_ring_work(struct work_struct *work)
 		}
 		busy = ktime_get_ns() - start;
 
+		/*
+		 * A fault met while the ring is being stopped may be the stop's
+		 * own doing: a function reset takes the tables away once it has
+		 * told the rings to stop. The entry is abandoned, as any
+		 * stopped one.
+		 */
+		if (ret > 0) {
+			/* What faulted before the stop; pairs with rbln_emu_func_reset()'s. */
+			smp_mb();
+			if (rbln_emu_ring_stopped(ring))
+				ret = RBLN_EMU_ABORTED;
+		}
 		if (ret > 0) {
 			spin_lock(&ring->lock);
 			ring->fault_info = RBLN_FAULT_VALID | ret;

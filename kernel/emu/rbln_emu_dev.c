@@ -40,8 +40,6 @@ static void rbln_emu_func_reset(struct rbln_emu_dev *edev)
 {
 	unsigned int r;
 
-	WRITE_ONCE(edev->ctx_table, 0);
-	WRITE_ONCE(edev->peer_table, 0);
 	WRITE_ONCE(edev->scratch, 0);
 	mutex_lock(&edev->scrub_lock);
 	edev->scrub_addr = 0;
@@ -49,8 +47,17 @@ static void rbln_emu_func_reset(struct rbln_emu_dev *edev)
 	mutex_unlock(&edev->scrub_lock);
 	atomic_set(&edev->inject, 0);
 	atomic_set(&edev->irq_mask, 0);
+	/*
+	 * The rings are told to stop before the tables go: what they run
+	 * until they stop may still read them, and a fault that makes is the
+	 * reset's doing, not the job's (rbln_emu_ring_work()).
+	 */
 	for (r = 0; r < RBLN_EMU_NUM_RINGS; r++)
 		rbln_emu_ring_power_on(&edev->rings[r]);
+	/* The stops before the tables; pairs with the command processor's fault check. */
+	smp_mb();
+	WRITE_ONCE(edev->ctx_table, 0);
+	WRITE_ONCE(edev->peer_table, 0);
 	atomic_set(&edev->irq_status, 0);
 }
 
