@@ -58,6 +58,16 @@ int rbln_drm_cmd_dma_fill(struct rbln_drm_cmd *cmd, uint64_t dst, uint32_t patte
 	return emit(cmd, &p, sizeof(p));
 }
 
+int rbln_drm_cmd_wait(struct rbln_drm_cmd *cmd, uint64_t addr, uint64_t value)
+{
+	struct rbln_pkt_wait p = {
+		.header = HEADER(RBLN_OP_WAIT, 0, 0, p),
+		.addr = addr, .value = value,
+	};
+
+	return emit(cmd, &p, sizeof(p));
+}
+
 int rbln_drm_cmd_unary(struct rbln_drm_cmd *cmd, uint32_t op, uint32_t dtype,
 		       uint64_t dst, uint64_t src, uint64_t count)
 {

@@ -213,6 +213,7 @@ int rbln_drm_cmd_dma_copy(struct rbln_drm_cmd *cmd, uint64_t dst, uint64_t src,
 			  uint64_t bytes);
 int rbln_drm_cmd_dma_fill(struct rbln_drm_cmd *cmd, uint64_t dst, uint32_t pattern,
 			  uint64_t bytes);
+int rbln_drm_cmd_wait(struct rbln_drm_cmd *cmd, uint64_t addr, uint64_t value);
 int rbln_drm_cmd_unary(struct rbln_drm_cmd *cmd, uint32_t op, uint32_t dtype,
 		       uint64_t dst, uint64_t src, uint64_t count);
 int rbln_drm_cmd_binary(struct rbln_drm_cmd *cmd, uint32_t op, uint32_t dtype,

@@ -111,11 +111,13 @@ TEST(encoder_writes_exact_packets)
 	struct rbln_drm_cmd c;
 	struct rbln_pkt_gemm *pg;
 	struct rbln_pkt_dma_fill *pf;
+	struct rbln_pkt_wait *pw;
 
 	rbln_drm_cmd_init(&c, buf, sizeof(buf));
 	ASSERT_EQ(0, rbln_drm_cmd_dma_fill(&c, 0x4000, 0xabcd, 64));
 	ASSERT_EQ(0, rbln_drm_cmd_gemm(&c, &g));
-	EXPECT_EQ(sizeof(*pf) + sizeof(*pg), c.len);
+	ASSERT_EQ(0, rbln_drm_cmd_wait(&c, 0x5008, 0x123456789));
+	EXPECT_EQ(sizeof(*pf) + sizeof(*pg) + sizeof(*pw), c.len);
 	pf = (void *)buf;
 	EXPECT_EQ(RBLN_PKT_HEADER(RBLN_OP_DMA_FILL, 0, 0, 3), pf->header);
 	EXPECT_EQ(0xabcd, pf->pattern);
@@ -129,6 +131,11 @@ TEST(encoder_writes_exact_packets)
 	EXPECT_EQ(RBLN_GEMM_TRANS_B, pg->flags);
 	EXPECT_EQ(3, pg->n);
 	EXPECT_EQ(3, pg->ldc);
+	pw = (void *)((char *)pg + sizeof(*pg));
+	EXPECT_EQ(RBLN_PKT_HEADER(RBLN_OP_WAIT, 0, 0, 3), pw->header);
+	EXPECT_EQ(0, pw->reserved);
+	EXPECT_EQ(0x5008, pw->addr);
+	EXPECT_EQ(0x123456789, pw->value);
 }
 
 TEST(encoder_rejects_bad_input)
@@ -152,6 +159,12 @@ TEST(encoder_rejects_bad_input)
 	EXPECT_EQ(-ENOSPC, rbln_drm_cmd_nop(&c));
 	EXPECT_EQ(32, c.len);
 	EXPECT_EQ(-EINVAL, rbln_drm_cmd_nop(NULL));
+	EXPECT_EQ(-EINVAL, rbln_drm_cmd_wait(NULL, 0, 1));
+	/* 24 bytes in the 8 left: refused, nothing written. */
+	rbln_drm_cmd_init(&c, buf, sizeof(buf));
+	EXPECT_EQ(0, rbln_drm_cmd_dma_fill(&c, 0, 0, 8));
+	EXPECT_EQ(-ENOSPC, rbln_drm_cmd_wait(&c, 0, 1));
+	EXPECT_EQ(24, c.len);
 }
 
 TEST_HARNESS_MAIN
