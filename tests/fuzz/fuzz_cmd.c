@@ -223,21 +223,6 @@ static int emit_gemm(struct fz *fz, struct fz_cmd *c, uint32_t dim)
 	return rbln_drm_cmd_gemm(&c->enc, &g);
 }
 
-static int emit_wait_raw(struct fz_cmd *c, uint64_t addr, uint64_t value)
-{
-	struct rbln_pkt_wait p = {
-		.header = RBLN_PKT_HEADER(RBLN_OP_WAIT, 0, 0, sizeof(p) / 8),
-		.addr = addr,
-		.value = value,
-	};
-
-	if (c->enc.cap - c->enc.len < sizeof(p))
-		return -ENOSPC;
-	memcpy((uint8_t *)c->enc.buf + c->enc.len, &p, sizeof(p));
-	c->enc.len += sizeof(p);
-	return 0;
-}
-
 /*
  * A WAIT: mostly for 0 (passes, or cancels on a word with bit 63), or on a
  * word of a mapped host object written here to satisfy or cancel it; now
@@ -266,7 +251,7 @@ static int emit_wait(struct fz *fz, struct fz_cmd *c)
 		__atomic_store_n(word, fz_chance(&fz->rng, 50) ? value :
 				 RBLN_WAIT_CANCEL | fz_next(&fz->rng), __ATOMIC_RELEASE);
 		fz_cmd_use(c, bo);
-		return emit_wait_raw(c, bo->va + 8 * i, value);
+		return rbln_drm_cmd_wait(&c->enc, bo->va + 8 * i, value);
 	}
 	addr = region(fz, c, false, 8, 8);
 	if (!addr)
@@ -275,7 +260,7 @@ static int emit_wait(struct fz *fz, struct fz_cmd *c)
 		value = RBLN_WAIT_CANCEL - 1;
 	else
 		value = fz_chance(&fz->rng, 20) ? RBLN_WAIT_CANCEL : 0;
-	return emit_wait_raw(c, addr, value);
+	return rbln_drm_cmd_wait(&c->enc, addr, value);
 }
 
 /* One valid packet: 0, -ENOSPC when the buffer is full, -ENOENT when no object fits. */

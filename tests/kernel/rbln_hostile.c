@@ -1127,7 +1127,7 @@ static uint32_t wait_emit(struct file *f, uint32_t off, uint64_t out_va, unsigne
 
 	rbln_drm_cmd_init(&c, (char *)f->cmd.cpu + off, f->cmd.size - off);
 	if (rbln_drm_cmd_dma_fill(&c, out_va + 8 * slot, BEFORE, 4) ||
-	    rbln_test_cmd_wait(&c, word_va, value) ||
+	    rbln_drm_cmd_wait(&c, word_va, value) ||
 	    rbln_drm_cmd_dma_fill(&c, out_va + 8 * slot + 4, AFTER, 4))
 		return 0;
 	return off + c.len;

@@ -1256,7 +1256,7 @@ static uint32_t wait_emit(struct wait_ctx *w, uint32_t off, unsigned int slot, u
 
 	rbln_drm_cmd_init(&c, (char *)w->cmd.cpu + off, w->cmd.size - off);
 	if (rbln_drm_cmd_dma_fill(&c, w->out.va + 4 * slot, BEFORE, 4) ||
-	    rbln_test_cmd_wait(&c, w->word.va + 8 * i, value) ||
+	    rbln_drm_cmd_wait(&c, w->word.va + 8 * i, value) ||
 	    rbln_drm_cmd_dma_fill(&c, w->out.va + 4 * (slot + 1), AFTER, 4))
 		return 0;
 	return off + c.len;
@@ -1542,7 +1542,7 @@ TEST(wait_rejections_fault)
 		ASSERT_EQ(0, rbln_drm_get_param(w.dev, RBLN_PARAM_VM_BIND_START, &bind));
 		word_set(word_of(&w, 0), 1);
 		rbln_drm_cmd_init(&c, w.cmd.cpu, w.cmd.size);
-		ASSERT_EQ(0, rbln_test_cmd_wait(&c, w.word.va, 1));
+		ASSERT_EQ(0, rbln_drm_cmd_wait(&c, w.word.va, 1));
 		pkt = w.cmd.cpu;
 		snprintf(want, sizeof(want), "malformed %#" PRIx64, w.cmd.va);
 		switch (i) {

@@ -591,25 +591,6 @@ static inline int rbln_test_submit_hung_nop(struct rbln_drm_device *dev, uint32_
 	       rbln_drm_submit(dev, queue, nop->va, c.len, &nop->handle, 1, NULL, 0, hung);
 }
 
-/*
- * Appends a WAIT packet (rbln_isa.h) for the word at @addr to reach @value:
- * 0, or -ENOSPC when @c is full.
- */
-static inline int rbln_test_cmd_wait(struct rbln_drm_cmd *c, uint64_t addr, uint64_t value)
-{
-	struct rbln_pkt_wait p = {
-		.header = RBLN_PKT_HEADER(RBLN_OP_WAIT, 0, 0, sizeof(p) / 8),
-		.addr = addr,
-		.value = value,
-	};
-
-	if (c->cap - c->len < sizeof(p))
-		return -ENOSPC;
-	memcpy((char *)c->buf + c->len, &p, sizeof(p));
-	c->len += sizeof(p);
-	return 0;
-}
-
 /* Whether the fence of @syncobj has not signaled yet, asked without waiting. */
 static inline int rbln_test_pending(struct rbln_drm_device *dev, uint32_t syncobj)
 {
