@@ -59,9 +59,9 @@ static void file_close(struct file *f)
 	rbln_drm_close(f->dev);
 }
 
-/* Submits @len bytes of @f's command buffer with @bos and the buffer itself. */
-static int file_submit(struct file *f, uint32_t len, const uint32_t *bos, uint32_t n,
-		       uint32_t *syncobj)
+/* Submits [@off, @end) of @f's command buffer on @queue, with @bos and the buffer. */
+static int submit_at(struct file *f, uint32_t queue, uint32_t off, uint32_t end,
+		     const uint32_t *bos, uint32_t n, uint32_t *syncobj)
 {
 	struct drm_rbln_sync signal = { 0 };
 	uint32_t all[8], i;
@@ -72,11 +72,19 @@ static int file_submit(struct file *f, uint32_t len, const uint32_t *bos, uint32
 	all[n] = f->cmd.handle;
 	if (drmSyncobjCreate(rbln_drm_fd(f->dev), 0, &signal.handle))
 		return -errno;
-	ret = rbln_drm_submit(f->dev, f->queue, f->cmd.va, len, all, n + 1, NULL, 0, &signal);
+	ret = rbln_drm_submit(f->dev, queue, f->cmd.va + off, end - off, all, n + 1, NULL, 0,
+			      &signal);
 	if (ret)
 		drmSyncobjDestroy(rbln_drm_fd(f->dev), signal.handle);
 	*syncobj = signal.handle;
 	return ret;
+}
+
+/* Submits @len bytes of @f's command buffer with @bos and the buffer itself. */
+static int file_submit(struct file *f, uint32_t len, const uint32_t *bos, uint32_t n,
+		       uint32_t *syncobj)
+{
+	return submit_at(f, f->queue, 0, len, bos, n, syncobj);
 }
 
 /* Waits up to @ms for @syncobj and destroys it: 1, the job's -errno, or 0. */
@@ -1131,27 +1139,6 @@ static uint32_t wait_emit(struct file *f, uint32_t off, uint64_t out_va, unsigne
 	    rbln_drm_cmd_dma_fill(&c, out_va + 8 * slot + 4, AFTER, 4))
 		return 0;
 	return off + c.len;
-}
-
-/* Submits [@off, @end) of @f's command buffer on @queue, with @bos and the buffer. */
-static int submit_at(struct file *f, uint32_t queue, uint32_t off, uint32_t end,
-		     const uint32_t *bos, uint32_t n, uint32_t *syncobj)
-{
-	struct drm_rbln_sync signal = { 0 };
-	uint32_t all[8], i;
-	int ret;
-
-	for (i = 0; i < n; i++)
-		all[i] = bos[i];
-	all[n] = f->cmd.handle;
-	if (drmSyncobjCreate(rbln_drm_fd(f->dev), 0, &signal.handle))
-		return -errno;
-	ret = rbln_drm_submit(f->dev, queue, f->cmd.va + off, end - off, all, n + 1, NULL, 0,
-			      &signal);
-	if (ret)
-		drmSyncobjDestroy(rbln_drm_fd(f->dev), signal.handle);
-	*syncobj = signal.handle;
-	return ret;
 }
 
 static void word_set(void *word, uint64_t v)
