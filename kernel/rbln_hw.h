@@ -76,6 +76,12 @@
  * of those entries; HEAD and TAIL are then 0 and the ring takes new
  * entries from slot 0 when TAIL is written.
  *
+ * WAIT_SEEN counts, wrapping, the reads of a WAIT packet running on the
+ * ring that found its word different from that WAIT's previous read (the
+ * first read of each WAIT does not count): the host is writing the word,
+ * so the job, however long it waits, is not hung. RESET and FUNC_RESET
+ * clear it.
+ *
  * A ring whose RESET does not complete is wedged: FUNC_RESET brings the
  * whole function back to its power-on state (rings stopped, their
  * registers, CTX_TABLE, PEER_TABLE and IRQ_MASK cleared; device memory
@@ -95,6 +101,7 @@
 #define RBLN_RING_FAULT_SEQNO_LO	0x28	/* RO: the faulting entry */
 #define RBLN_RING_FAULT_SEQNO_HI	0x2c
 #define RBLN_RING_RESET			0x30	/* W: stop; R: 1 until stopped */
+#define RBLN_RING_WAIT_SEEN		0x34	/* RO: WAIT reads that saw a change */
 #define RBLN_RING_BUSY_NS_LO		0x38	/* RO: time spent executing, ns */
 #define RBLN_RING_BUSY_NS_HI		0x3c
 

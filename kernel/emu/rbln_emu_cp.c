@@ -44,6 +44,20 @@ void rbln_emu_ring_flush_irq(struct rbln_emu_ring *ring)
 	ring->irq_held = 0;
 }
 
+/**
+ * rbln_emu_ring_wait_seen() - a WAIT on @ring saw its word change
+ * @ring: the ring, from its command processor
+ *
+ * Counted in RING_WAIT_SEEN, which the driver reads at a job's timeout to
+ * tell a WAIT the host is moving along from a hung job.
+ */
+void rbln_emu_ring_wait_seen(struct rbln_emu_ring *ring)
+{
+	spin_lock(&ring->lock);
+	ring->wait_seen++;
+	spin_unlock(&ring->lock);
+}
+
 static bool rbln_emu_fault_acked(struct rbln_emu_ring *ring)
 {
 	return !(READ_ONCE(ring->fault_info) & RBLN_FAULT_VALID) || rbln_emu_ring_stopped(ring);
@@ -95,6 +109,7 @@ static void rbln_emu_ring_do_reset(struct rbln_emu_ring *ring)
 	ring->head = 0;
 	ring->tail = 0;
 	ring->fault_info = 0;
+	ring->wait_seen = 0;
 	if (ring->power_on) {
 		ring->base = 0;
 		ring->fence = 0;
@@ -243,6 +258,9 @@ u32 rbln_emu_ring_read(struct rbln_emu_ring *ring, u32 off)
 		break;
 	case RBLN_RING_RESET:
 		val = ring->reset;
+		break;
+	case RBLN_RING_WAIT_SEEN:
+		val = ring->wait_seen;
 		break;
 	case RBLN_RING_BUSY_NS_LO:
 		val = lower_32_bits(ring->busy_ns);

@@ -95,6 +95,9 @@ static int rbln_emu_dma_fill(struct rbln_emu_job *job, const struct rbln_pkt_dma
  * waiting ring costs no CPU, and holds no access section while it sleeps.
  * The first time the word does not satisfy it, the interrupt for entries
  * completed before is raised: the host may wait for them before it writes.
+ * Each later read that finds the word changed is counted in the ring's
+ * WAIT_SEEN: the driver keeps a job whose WAIT sees progress past its
+ * timeout.
  *
  * Return: 0 once satisfied, RBLN_EMU_CANCELED, RBLN_EMU_ABORTED on reset
  * or removal, or the RBLN_FAULT_* of a bad packet or of the read.
@@ -115,12 +118,15 @@ static int rbln_emu_wait(struct rbln_emu_job *job, const struct rbln_pkt_wait *p
 			return RBLN_EMU_CANCELED;
 		if (word >= want)
 			return 0;
-		if (!delay)
+		if (!delay) {
 			rbln_emu_ring_flush_irq(job->ring);
-		if (!delay || word != last)
 			delay = WAIT_POLL_MIN_US;
-		else
+		} else if (word != last) {
+			rbln_emu_ring_wait_seen(job->ring);
+			delay = WAIT_POLL_MIN_US;
+		} else {
 			delay = min(2 * delay, WAIT_POLL_MAX_US);
+		}
 		last = word;
 		usleep_idle_range(delay, delay + delay / 2);
 		ret = rbln_emu_check_stop(job);

@@ -54,6 +54,7 @@ struct rbln_emu_dev;
  * @fault_addr: RING_FAULT_ADDR.
  * @fault_seqno: RING_FAULT_SEQNO.
  * @busy_ns: RING_BUSY_NS.
+ * @wait_seen: RING_WAIT_SEEN (rbln_emu_ring_wait_seen()).
  * @buf: scratch buffers of the command processor, RBLN_EMU_BUF_BYTES each.
  * @cmd_buf: where command buffers are fetched, RBLN_EMU_MAX_CMD_SIZE.
  */
@@ -79,6 +80,7 @@ struct rbln_emu_ring {
 	u64 fault_addr;
 	u64 fault_seqno;
 	u64 busy_ns;
+	u32 wait_seen;
 
 	void *buf[3];
 	void *cmd_buf;
@@ -158,6 +160,7 @@ void rbln_emu_ring_write(struct rbln_emu_ring *ring, u32 off, u32 val);
 void rbln_emu_ring_power_on(struct rbln_emu_ring *ring);
 bool rbln_emu_ring_stopped(struct rbln_emu_ring *ring);
 void rbln_emu_ring_flush_irq(struct rbln_emu_ring *ring);
+void rbln_emu_ring_wait_seen(struct rbln_emu_ring *ring);
 
 /* rbln_emu_mem.c: the memory system as seen from one context of a ring */
 struct rbln_emu_ctx {
