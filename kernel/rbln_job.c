@@ -40,6 +40,15 @@ module_param_cb(job_timeout_ms, &rbln_positive_param_ops, &job_timeout_ms, 0444)
 MODULE_PARM_DESC(job_timeout_ms, "A job running longer is abandoned and its ring reset (default: 5000)");
 
 /*
+ * A job whose WAIT sees its word change between two of its timeouts waits
+ * for the host, it is not hung (rbln_job_progressing()); but a file must
+ * not hold a ring for as long as it likes by writing the word.
+ */
+static unsigned int wait_timeout_ms = 60000;
+module_param_cb(wait_timeout_ms, &rbln_positive_param_ops, &wait_timeout_ms, 0444);
+MODULE_PARM_DESC(wait_timeout_ms, "A job whose WAIT packet sees its word written is kept past job_timeout_ms, up to this long since it became the job its ring runs; at least job_timeout_ms (default: 60000)");
+
+/*
  * Bounds the kernel memory a file's queued jobs pin. Waking at half rather
  * than at each retirement keeps a submitter that runs ahead from sleeping
  * and waking once per job.
@@ -72,14 +81,17 @@ static void rbln_stall_ms(unsigned int ms)
  * @entries_dma: its DMA address.
  * @fence_slot: where the device writes the last completed seqno.
  * @fence_dma: its DMA address.
- * @lock: protects @tail, @seqno, @pending, @head_since and @resets; the
- *	lock of its fences.
+ * @lock: protects @tail, @seqno, @pending, @head_since, @head_timer,
+ *	@head_seen and @resets; the lock of its fences.
  * @tail: next entry to write.
  * @seqno: last seqno handed out.
  * @context: dma-fence context of its fences.
  * @pending: fences not yet signaled, in seqno order.
  * @head_since: jiffies when the first of @pending became the job the ring
- *	runs: its timeout counts from then.
+ *	runs: wait_timeout_ms counts from then.
+ * @head_timer: jiffies when that job's timeout last started: @head_since,
+ *	or the last expiry it survived by making progress.
+ * @head_seen: the ring's WAIT_SEEN then (rbln_ring_note_seen()).
  * @resets: resets of the ring asked for, of it alone or of the function:
  *	a fault read before one may be gone, or be another, once it is
  *	asked for (rbln_ring_fault()).
@@ -94,12 +106,14 @@ struct rbln_ring {
 	dma_addr_t entries_dma;
 	u64 *fence_slot;
 	dma_addr_t fence_dma;
-	spinlock_t lock; /* protects tail, seqno, pending, head_since, resets; the fences' lock */
+	spinlock_t lock; /* protects tail, seqno, pending, head_*, resets; the fences' lock */
 	u32 tail;
 	u64 seqno;
 	u64 context;
 	struct list_head pending;
 	unsigned long head_since;
+	unsigned long head_timer;
+	u32 head_seen;
 	u32 resets;
 	struct work_struct slow_doorbell;
 	struct work_struct reset_event;
@@ -200,8 +214,10 @@ static void rbln_fence_retire(struct rbln_ring *ring, struct rbln_fence *fence, 
 {
 	lockdep_assert_held(&ring->lock);
 
-	if (ring->pending.next == &fence->link)
+	if (ring->pending.next == &fence->link) {
 		ring->head_since = jiffies;
+		ring->head_timer = ring->head_since;
+	}
 	list_del_init(&fence->link);
 	if (error)
 		dma_fence_set_error(&fence->base, error);
@@ -270,21 +286,40 @@ out:
 	spin_unlock(&ring->lock);
 }
 
+/*
+ * The first of @ring's pending jobs has just become the job the ring runs,
+ * or survived a timeout: note the ring's WAIT_SEEN, which its next timeout
+ * compares (rbln_job_progressing()). Inside drm_dev_enter(). Under the
+ * lock, so that the value is no older than the head it is noted for: read
+ * later, it could count another job's progress as this one's.
+ */
+static void rbln_ring_note_seen(struct rbln_ring *ring)
+{
+	lockdep_assert_held(&ring->lock);
+	ring->head_seen = rbln_hw_read(ring->rdev->hw,
+				       RBLN_RING_REG(ring->index, RBLN_RING_WAIT_SEEN));
+}
+
 static void rbln_ring_complete(struct rbln_ring *ring)
 {
 	struct rbln_fence *fence, *tmp;
+	struct list_head *head;
 	u64 done;
 
 	/* Pairs with the device's release of the fence: busy_ns is written. */
 	done = smp_load_acquire(ring->fence_slot);
 
 	spin_lock(&ring->lock);
+	head = ring->pending.next;
 	list_for_each_entry_safe(fence, tmp, &ring->pending, link) {
 		if (fence->base.seqno > done)
 			break;
 		atomic64_add(READ_ONCE(ring->entries[fence->slot].busy_ns), &fence->vm->busy_ns);
 		rbln_fence_retire(ring, fence, 0);
 	}
+	/* A register read only when a job that was queued behind starts its time. */
+	if (ring->pending.next != head && !list_empty(&ring->pending))
+		rbln_ring_note_seen(ring);
 	spin_unlock(&ring->lock);
 }
 
@@ -467,11 +502,11 @@ static void rbln_ring_slow_doorbell(struct work_struct *work)
  * The scheduler re-arms its timeout, a whole one, each time a job starts:
  * jobs going on behind one that hangs would put its end off for as long
  * as they keep coming. So the timeout is set back to what is left of the
- * job the ring runs, which is at its head since @head_since.
+ * job the ring runs, whose timeout started at @head_timer.
  */
 static void rbln_ring_keep_timeout(struct rbln_ring *ring)
 {
-	long left = (long)(ring->head_since + ring->sched.timeout - jiffies);
+	long left = (long)(ring->head_timer + ring->sched.timeout - jiffies);
 
 	lockdep_assert_held(&ring->lock);
 	drm_sched_resume_timeout(&ring->sched, max(left, 0L));
@@ -501,10 +536,14 @@ static struct dma_fence *rbln_ring_start(struct rbln_ring *ring, struct rbln_job
 	fence->cmd_va = job->cmd_va;
 	fence->cmd_size = job->cmd_size;
 	rbln_ring_write_entry(ring, fence, slot);
-	if (list_empty(&ring->pending))
+	if (list_empty(&ring->pending)) {
 		ring->head_since = jiffies;
-	else
+		ring->head_timer = ring->head_since;
+		/* Before the doorbell: nothing runs on the ring yet. */
+		rbln_ring_note_seen(ring);
+	} else {
 		rbln_ring_keep_timeout(ring);
+	}
 	list_add_tail(&fence->link, &ring->pending);
 	dma_fence_get(&fence->base);
 	tail = (slot + 1) % RBLN_RING_ENTRIES;
@@ -592,6 +631,9 @@ static void rbln_ring_replay(struct rbln_ring *ring, struct rbln_fence *guilty)
 
 	spin_lock(&ring->lock);
 	ring->head_since = jiffies;
+	ring->head_timer = ring->head_since;
+	/* Stopped, and not yet given the entries again: nothing changes it. */
+	rbln_ring_note_seen(ring);
 	list_for_each_entry_safe(fence, tmp, &ring->pending, link) {
 		if (fence == guilty) {
 			rbln_fence_retire(ring, fence, -ETIMEDOUT);
@@ -712,19 +754,81 @@ static void rbln_ring_reset_event(struct work_struct *work)
 	drm_dev_exit(idx);
 }
 
+/**
+ * rbln_job_progressing() - is a job past its timeout waiting, not hung?
+ * @ring: its ring
+ * @job: the job, armed, whose timeout fired
+ *
+ * A WAIT can wait for the host longer than a job may run: a collective's
+ * steps queued behind WAITs for a peer that is late. While the host writes
+ * the word, the WAIT sees it change and the ring's WAIT_SEEN moves: the job
+ * makes progress, as the GPUs' drivers that keep a job whose engine moves
+ * on (etnaviv, v3d) say. So it is kept for another whole timeout if
+ * WAIT_SEEN moved since its previous one started (rbln_ring_note_seen()),
+ * but for wait_timeout_ms at most since it became the job the ring runs: a
+ * hostile file writing its word holds the ring no longer, and a WAIT whose
+ * writer died is reset one timeout after its last write.
+ *
+ * Only the job at the ring's head can time out: the scheduler's pending
+ * list is in the ring's order, and every job before it there has
+ * signaled, so the jobs before it on the ring have too. WAIT_SEEN, like
+ * the job's time, is the ring's own: a WAIT moving on another ring keeps
+ * nothing on this one.
+ *
+ * Inside drm_dev_enter(), under the reset lock: a function reset another
+ * ring's timeout makes clears WAIT_SEEN and starts every job again.
+ *
+ * Return: 1 to keep the job, 0 to reset its ring, -ENODEV if the device
+ * is gone.
+ */
+static int rbln_job_progressing(struct rbln_ring *ring, struct rbln_job *job)
+{
+	unsigned long cap = msecs_to_jiffies(max(wait_timeout_ms, job_timeout_ms));
+	struct rbln_device *rdev = ring->rdev;
+	struct rbln_fence *fence = job->fence;
+	int keep = 0;
+	u32 seen;
+
+	lockdep_assert_held(&rdev->reset_lock);
+	seen = rbln_hw_read(rdev->hw, RBLN_RING_REG(ring->index, RBLN_RING_WAIT_SEEN));
+	/* All-ones is also a count: the device is gone if CHIP_ID reads so too. */
+	if (seen == RBLN_REG_DEAD &&
+	    rbln_hw_read(rdev->hw, RBLN_REG_CHIP_ID) == RBLN_REG_DEAD)
+		return -ENODEV;
+
+	spin_lock(&ring->lock);
+	/* Signaled meanwhile: off the list, and its timeout is moot. */
+	if (list_empty(&fence->link))
+		goto out;
+	if (drm_WARN_ON_ONCE(&rdev->drm, ring->pending.next != &fence->link))
+		goto out;
+	if (seen == ring->head_seen || time_after_eq(jiffies, ring->head_since + cap))
+		goto out;
+	ring->head_seen = seen;
+	/* The scheduler starts a whole timeout when this returns. */
+	ring->head_timer = jiffies;
+	keep = 1;
+out:
+	spin_unlock(&ring->lock);
+	return keep;
+}
+
 /*
  * A job ran past the timeout; inside drm_dev_enter(). The order matters:
  * nothing it used may be released while the device can still touch it.
  * So: stop feeding the ring, reset it and wait for the device to confirm,
  * retire what completed meanwhile, fail the guilty job, put the innocent
  * ones back, go on. A ring that will not stop takes the whole function
- * down with it.
+ * down with it. But a job whose WAIT makes progress is not hung: then
+ * nothing is done and @kept is set (rbln_job_progressing()).
  */
-static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct rbln_job *job)
+static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct rbln_job *job,
+						bool *kept)
 {
 	struct rbln_device *rdev = ring->rdev;
 	struct rbln_fence *fence = job->fence;
 	bool cookie, stopped, reset;
+	int progress;
 	u32 ctx;
 
 	if (dma_fence_is_signaled(&fence->base))
@@ -744,6 +848,17 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 	 * fence of the rings waits for what follows the stops, as for run_job.
 	 */
 	mutex_lock(&rdev->reset_lock);
+	progress = rbln_job_progressing(ring, job);
+	if (progress) {
+		mutex_unlock(&rdev->reset_lock);
+		if (progress > 0) {
+			*kept = true;
+			return DRM_GPU_SCHED_STAT_NOMINAL;
+		}
+		rbln_fence_lost(ring, fence);
+		rbln_device_lost(rdev, "its registers read all-ones");
+		return DRM_GPU_SCHED_STAT_ENODEV;
+	}
 	drm_sched_wqueue_stop(&ring->sched);
 	cookie = dma_fence_begin_signalling();
 	stopped = rbln_ring_reset(ring);
@@ -774,29 +889,54 @@ static enum drm_gpu_sched_stat rbln_job_recover(struct rbln_ring *ring, struct r
 }
 
 /*
- * The scheduler took the job off its list: it is ours to free, and it
- * frees it as soon as we return. By then the job's hardware fence has
- * signaled, here or on another CPU (the interrupt handler, unplug), but
- * the callback that signal runs, the scheduler's, reads the job until it
- * has signaled the finished fence: so wait for that one.
+ * A job kept running past its timeout goes back where the scheduler took
+ * it from, the head of its pending list, as etnaviv's and v3d's do, and
+ * the scheduler arms a whole timeout for it again. Unless its finished
+ * fence signaled meanwhile: the scheduler's free work, which only frees
+ * the first job of the list, may have come and gone while it was off it,
+ * so it is freed as a guilty one instead, at once.
+ */
+static bool rbln_job_requeue(struct drm_sched_job *sched_job)
+{
+	struct drm_gpu_scheduler *sched = sched_job->sched;
+	bool requeued;
+
+	spin_lock(&sched->job_list_lock);
+	requeued = !dma_fence_is_signaled(&sched_job->s_fence->finished);
+	if (requeued)
+		list_add(&sched_job->list, &sched->pending_list);
+	spin_unlock(&sched->job_list_lock);
+	return requeued;
+}
+
+/*
+ * The scheduler took the job off its list: unless it goes back on
+ * (rbln_job_requeue()), it is ours to free, and it frees it as soon as we
+ * return. By then the job's hardware fence has signaled, here or on
+ * another CPU (the interrupt handler, unplug), but the callback that
+ * signal runs, the scheduler's, reads the job until it has signaled the
+ * finished fence: so wait for that one.
  */
 static enum drm_gpu_sched_stat rbln_timedout_job(struct drm_sched_job *sched_job)
 {
 	struct rbln_ring *ring = to_rbln_ring(sched_job->sched);
 	struct rbln_job *job = to_rbln_job(sched_job);
 	enum drm_gpu_sched_stat status = DRM_GPU_SCHED_STAT_NOMINAL;
+	bool kept = false;
 	int idx;
 
-	sched_job->sched->free_guilty = true;
 	/* Not armed: run_job refused it (banned, removed), it is already done. */
 	if (job->fence_armed && drm_dev_enter(&ring->rdev->drm, &idx)) {
-		status = rbln_job_recover(ring, job);
+		status = rbln_job_recover(ring, job, &kept);
 		drm_dev_exit(idx);
 	} else if (job->fence_armed) {
 		/* Removal stopped the device and fails every fence: maybe not this one yet. */
 		rbln_fence_lost(ring, job->fence);
 		status = DRM_GPU_SCHED_STAT_ENODEV;
 	}
+	if (kept && rbln_job_requeue(sched_job))
+		return status;
+	sched_job->sched->free_guilty = true;
 	/* Signaled by now, or about to be, in the callback of the hardware fence. */
 	dma_fence_wait(&sched_job->s_fence->finished, false);
 	return status;

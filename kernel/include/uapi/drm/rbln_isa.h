@@ -22,7 +22,8 @@
  * WAIT is the one packet that waits for the host: it stalls the command
  * processor until a word in memory, written by the CPU or another engine,
  * reaches a value (a semaphore), or tells it to drop the rest of the
- * command buffer. Only the job timeout bounds the wait.
+ * command buffer. The job timeout bounds the wait, unless the word keeps
+ * changing: see RBLN_WAIT_CANCEL's comment.
  */
 #ifndef _UAPI_RBLN_ISA_H_
 #define _UAPI_RBLN_ISA_H_
@@ -117,7 +118,11 @@ struct rbln_pkt_dma_fill {
  * A word with RBLN_WAIT_CANCEL set ends the wait and skips the rest of the
  * command buffer: the job completes without error (the packets before the
  * WAIT have run). A read that faults fails the job as any access does.
- * Nothing but the job timeout bounds the wait.
+ * A WAIT that is never satisfied times out with its job; but while the
+ * word keeps changing (a host thread writing it as it makes progress),
+ * the job is not hung, and the driver lets it run past its timeout, one
+ * timeout at a time, up to a bound of its own (rbln.ko's wait_timeout_ms).
+ * docs/isa.md has the rules.
  */
 #define RBLN_WAIT_CANCEL	_BITULL(63)
 
