@@ -3,16 +3,18 @@
  * rbln_hostile - what a hostile or unlucky caller does: lookups out of
  * range, memory closed under a running job, jobs that outlive their
  * timeout, peers whose exporter is replaced, packets that never end,
- * files opened by the thousand, and WAIT packets parked on a ring while
- * their file closes, their word goes, the ring resets or the device does
+ * files opened by the thousand, WAIT packets parked on a ring while
+ * their file closes, their word goes, the ring resets or the device does,
+ * and WAITs whose word the host keeps moving past the job timeout
  *
  * Each test is the reproduction of a finding of a review of the driver.
  * Most of them do not fail by an assertion on the old driver but by what
  * the guest kernel prints: run with page_poison=1 (rbln-vm does), so a
  * write into a freed page is reported on its next allocation.
  *
- * Run with emu_devices=2, emu_mem_mib=64 and job_timeout_ms=500, or with
- * two PCI NPUs of 4 GiB instead of the emulated devices.
+ * Run with emu_devices=2, emu_mem_mib=64, job_timeout_ms=500 and
+ * wait_timeout_ms=3000, or with two PCI NPUs of 4 GiB instead of the
+ * emulated devices.
  */
 
 #include <pthread.h>
@@ -1484,6 +1486,348 @@ TEST(unplug_with_a_wait_parked)
 	EXPECT_EQ(0, del.ret);
 	TH_LOG("removal with a WAIT parked took %lld ms", (long long)del.ms);
 	EXPECT_LT(del.ms, rbln_test_ms(5000));
+	EXPECT_EQ(-ENODEV, sync_file_wait_status(sync_fd, 10000));
+	close(sync_fd);
+	drmSyncobjDestroy(rbln_drm_fd(f.dev), w);
+	rbln_test_buf_free(f.dev, &word);
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+	ASSERT_EQ(0, rbln_test_victim_restore(&vic));
+}
+
+/* ---- WAIT kept past the job timeout while the host moves its word ---- */
+
+#define FAR		(1ull << 40)	/* a value the moving word never reaches */
+
+/* The module's parameter @name, in ms (rbln-vm scales them with the tests). */
+static int64_t param_ms(const char *name)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), RBLN_MODULE_PARAMS "/%s", name);
+	return rbln_sysfs_read_ull(path);
+}
+
+/*
+ * A host thread moving a WAIT's word, as a collective's MPI progress
+ * thread does: one more every @period_ms, below FAR, until @until_ms
+ * (rbln_test_now_ms()), or until stopped if 0.
+ */
+struct mover {
+	uint64_t *word;
+	int64_t period_ms;
+	int64_t until_ms;
+	volatile int stop;
+	int64_t last_ms;	/* when it last wrote */
+	unsigned int writes;
+	pthread_t thread;
+};
+
+static void *mover_run(void *p)
+{
+	struct mover *m = p;
+
+	while (!m->stop && (!m->until_ms || rbln_test_now_ms() < m->until_ms)) {
+		usleep(m->period_ms * 1000);
+		if (m->stop)
+			break;
+		word_set(m->word, ++m->writes);
+		m->last_ms = rbln_test_now_ms();
+	}
+	return NULL;
+}
+
+static int mover_start(struct mover *m, void *word, int64_t period_ms, int64_t for_ms)
+{
+	memset(m, 0, sizeof(*m));
+	m->word = word;
+	m->period_ms = period_ms;
+	m->until_ms = for_ms ? rbln_test_now_ms() + for_ms : 0;
+	m->last_ms = rbln_test_now_ms();
+	return pthread_create(&m->thread, NULL, mover_run, m);
+}
+
+static void mover_stop(struct mover *m)
+{
+	m->stop = 1;
+	pthread_join(m->thread, NULL);
+}
+
+/*
+ * A WAIT whose word the host moves, every 150 ms for 2 s (four job
+ * timeouts), makes progress: it is not reset at its timeouts, and once
+ * released its job completes.
+ */
+TEST(wait_kept_while_its_word_moves)
+{
+	int64_t t0, job_ms = param_ms("job_timeout_ms");
+	struct rbln_test_buf word, out;
+	uint32_t w, end, bos[2];
+	long long resets;
+	struct mover m;
+	struct file f;
+
+	ASSERT_LT(0, job_ms);
+	ASSERT_EQ(0, file_open(&f, 0, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	bos[0] = word.handle;
+	bos[1] = out.handle;
+	word_set(word.cpu, 0);
+	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
+	resets = rbln_test_attr(0, "reset_count");
+	t0 = rbln_test_now_ms();
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_TRUE(parked(&f, &out, 0, w));
+	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(150), 4 * job_ms));
+	pthread_join(m.thread, NULL);
+	TH_LOG("%u writes; still waiting after %lld ms", m.writes,
+	       (long long)(rbln_test_now_ms() - t0));
+	EXPECT_TRUE(rbln_test_pending(f.dev, w));
+	word_set(word.cpu, FAR);
+	EXPECT_EQ(1, file_wait(&f, w, 2000));
+	EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[1]);
+	EXPECT_EQ(resets, rbln_test_attr(0, "reset_count"));
+	rbln_test_buf_free(f.dev, &word);
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+}
+
+/*
+ * The host stops moving the word after 1 s (its process died, say): the
+ * job is reset at the first timeout that finds no move since the one
+ * before, between one and two job timeouts after the last write, and the
+ * job behind it on its queue runs.
+ */
+TEST(wait_reset_once_its_word_stops)
+{
+	int64_t t0, t, job_ms = param_ms("job_timeout_ms");
+	uint32_t w, behind, end, end2, bos[2];
+	struct rbln_test_buf word, out;
+	long long resets;
+	struct mover m;
+	struct file f;
+
+	ASSERT_LT(0, job_ms);
+	ASSERT_EQ(0, file_open(&f, 0, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	bos[0] = word.handle;
+	bos[1] = out.handle;
+	word_set(word.cpu, 0);
+	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
+	end2 = wait_emit(&f, end, out.va, 1, word.va, 0);
+	ASSERT_NE(0, end2);
+	resets = rbln_test_attr(0, "reset_count");
+	t0 = rbln_test_now_ms();
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_EQ(0, submit_at(&f, f.queue, end, end2, bos, 2, &behind));
+	ASSERT_TRUE(parked(&f, &out, 0, w));
+	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(150), 2 * job_ms));
+	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, w, 10000));
+	t = rbln_test_now_ms();
+	mover_stop(&m);
+	TH_LOG("%u writes, the last after %lld ms; reset %lld ms after it, %lld ms in",
+	       m.writes, (long long)(m.last_ms - t0), (long long)(t - m.last_ms),
+	       (long long)(t - t0));
+	EXPECT_LT(2 * job_ms, t - t0);
+	EXPECT_LE(job_ms * 8 / 10, t - m.last_ms);
+	EXPECT_GE(job_ms * 5 / 2, t - m.last_ms);
+	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
+	EXPECT_EQ(1, file_wait(&f, behind, 5000));
+	EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[3]);
+	EXPECT_EQ(0, ((uint32_t *)out.cpu)[1]);
+	rbln_test_buf_free(f.dev, &word);
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+}
+
+/*
+ * A word that never stops moving holds the ring no longer than
+ * wait_timeout_ms, give or take the one job timeout the last check may
+ * come after it; then the ring is reset and runs the next job.
+ */
+TEST(wait_kept_no_longer_than_wait_timeout)
+{
+	int64_t t0, t, job_ms = param_ms("job_timeout_ms"), cap_ms = param_ms("wait_timeout_ms");
+	uint32_t w, behind, end, end2, bos[2];
+	struct rbln_test_buf word, out;
+	long long resets;
+	struct mover m;
+	struct file f;
+
+	ASSERT_LT(0, job_ms);
+	ASSERT_LE(2 * job_ms, cap_ms) TH_LOG("run with a wait_timeout_ms of a few job timeouts");
+	ASSERT_GE(8 * job_ms, cap_ms) TH_LOG("run with a wait_timeout_ms of a few job timeouts");
+	ASSERT_EQ(0, file_open(&f, 0, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	bos[0] = word.handle;
+	bos[1] = out.handle;
+	word_set(word.cpu, 0);
+	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
+	end2 = wait_emit(&f, end, out.va, 1, word.va, 0);
+	ASSERT_NE(0, end2);
+	resets = rbln_test_attr(0, "reset_count");
+	t0 = rbln_test_now_ms();
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_EQ(0, submit_at(&f, f.queue, end, end2, bos, 2, &behind));
+	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
+	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, w, 4 * cap_ms));
+	t = rbln_test_now_ms();
+	mover_stop(&m);
+	TH_LOG("reset after %lld ms of %u writes; wait_timeout_ms %lld, job_timeout_ms %lld",
+	       (long long)(t - t0), m.writes, (long long)cap_ms, (long long)job_ms);
+	EXPECT_LE(cap_ms, t - t0);
+	EXPECT_GE(cap_ms + job_ms + job_ms / 2, t - t0);
+	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
+	EXPECT_EQ(1, file_wait(&f, behind, 5000));
+	EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[3]);
+	rbln_test_buf_free(f.dev, &word);
+	rbln_test_buf_free(f.dev, &out);
+	file_close(&f);
+}
+
+/*
+ * A moving WAIT keeps only its own job: another queue's job, on another
+ * ring, that hangs meanwhile is reset on time, and so is one that hangs
+ * behind it on its ring. Then the file closes, or the device goes, while
+ * a WAIT moves: neither waits for wait_timeout_ms.
+ */
+TEST(moving_wait_keeps_nothing_else)
+{
+	int64_t t0, t, job_ms = param_ms("job_timeout_ms"), cap_ms = param_ms("wait_timeout_ms");
+	struct rbln_test_buf word, out, nop;
+	struct drm_rbln_sync hung = { 0 };
+	int sync_fd, udma, memfd, buf;
+	struct rbln_drm_bo_info info;
+	struct rbln_test_victim vic;
+	struct del_arg del = { .vic = &vic };
+	uint32_t w, q2, end, bos[2];
+	long long resets;
+	uint64_t *moving;
+	struct mover m;
+	struct file f;
+	pthread_t th;
+
+	ASSERT_LT(0, job_ms);
+	ASSERT_LE(2 * job_ms, cap_ms);
+	ASSERT_EQ(0, file_open(&f, 0, 4096));
+	ASSERT_EQ(0, rbln_drm_queue_create(f.dev, RBLN_QUEUE_PRIORITY_NORMAL, &q2));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &nop));
+	bos[0] = word.handle;
+	bos[1] = out.handle;
+
+	/* A hang on another ring while the WAIT moves: reset after one job timeout. */
+	word_set(word.cpu, 0);
+	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
+	resets = rbln_test_attr(0, "reset_count");
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_TRUE(parked(&f, &out, 0, w));
+	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
+	t0 = rbln_test_now_ms();
+	ASSERT_EQ(0, rbln_test_submit_hung_nop(f.dev, q2, &nop, rbln_test_dev_name(0), &hung));
+	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, hung.handle, 4 * cap_ms));
+	t = rbln_test_now_ms();
+	TH_LOG("the hung job was reset after %lld ms, job_timeout_ms %lld",
+	       (long long)(t - t0), (long long)job_ms);
+	/* Kept once for the other ring's moves, it would take two. */
+	EXPECT_GT(job_ms * 8 / 5, t - t0);
+	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
+	EXPECT_TRUE(rbln_test_pending(f.dev, w));
+	mover_stop(&m);
+	word_set(word.cpu, FAR);
+	EXPECT_EQ(1, file_wait(&f, w, 2000));
+	EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[1]);
+	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
+
+	/*
+	 * A hang behind a WAIT kept for its moves, on its queue, so its ring:
+	 * the moves counted before it became the ring's job keep it no more.
+	 */
+	word_set(word.cpu, 0);
+	memset(out.cpu, 0, 4096);
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_TRUE(parked(&f, &out, 0, w));
+	ASSERT_EQ(0, rbln_test_submit_hung_nop(f.dev, f.queue, &nop, rbln_test_dev_name(0),
+					       &hung));
+	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
+	usleep((job_ms + job_ms / 2) * 1000);
+	EXPECT_TRUE(rbln_test_pending(f.dev, w));
+	mover_stop(&m);
+	word_set(word.cpu, FAR);
+	EXPECT_EQ(1, file_wait(&f, w, 2000));
+	t0 = rbln_test_now_ms();
+	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, hung.handle, 4 * cap_ms));
+	t = rbln_test_now_ms();
+	TH_LOG("the hang behind the moving WAIT was reset %lld ms after it",
+	       (long long)(t - t0));
+	/* Kept once for the moves before it, it would take two. */
+	EXPECT_GT(job_ms * 8 / 5, t - t0);
+	EXPECT_EQ(resets + 2, rbln_test_attr(0, "reset_count"));
+	rbln_test_buf_free(f.dev, &nop);
+
+	/*
+	 * The file closes while its WAIT moves, kept past a timeout already.
+	 * The word is a memfd's, imported: a mapping of the file's own
+	 * objects would keep the file open.
+	 */
+	udma = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, udma) TH_LOG("no /dev/udmabuf");
+	memfd = rbln_test_sealed_memfd(4096);
+	ASSERT_LE(0, memfd);
+	moving = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	ASSERT_NE(MAP_FAILED, moving);
+	word_set(moving, 0);
+	buf = rbln_test_udmabuf(udma, memfd, 4096);
+	ASSERT_LE(0, buf);
+	ASSERT_EQ(0, rbln_drm_bo_import(f.dev, buf, &bos[0]));
+	close(buf);
+	ASSERT_EQ(0, rbln_drm_bo_info(f.dev, bos[0], &info));
+	end = wait_emit(&f, 0, out.va, 0, info.va, FAR);
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_EQ(0, mover_start(&m, moving, rbln_test_ms(100), 0));
+	usleep((job_ms + job_ms / 2) * 1000);
+	EXPECT_TRUE(rbln_test_pending(f.dev, w));
+	rbln_test_buf_free(f.dev, &word);
+	rbln_test_buf_free(f.dev, &out);
+	t0 = rbln_test_now_ms();
+	file_close(&f);
+	t = rbln_test_now_ms();
+	mover_stop(&m);
+	munmap(moving, 4096);
+	close(memfd);
+	close(udma);
+	TH_LOG("close with a moving WAIT took %lld ms", (long long)(t - t0));
+	EXPECT_LE(job_ms * 8 / 10, t - t0);
+	EXPECT_GE(2 * job_ms, t - t0);
+	EXPECT_EQ(0, rbln_test_mem_used_settled(0));
+	ASSERT_EQ(0, rbln_test_open(0, &f.dev));
+	EXPECT_EQ(1, rbln_test_works(f.dev, 0x5eed));
+	rbln_drm_close(f.dev);
+
+	/* The device goes while a WAIT on it moves. */
+	ASSERT_EQ(0, rbln_test_victim_get(&vic, FRESH_ID, 64));
+	ASSERT_EQ(0, file_open_victim(&f, &vic, 4096));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
+	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	bos[0] = word.handle;
+	bos[1] = out.handle;
+	word_set(word.cpu, 0);
+	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
+	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
+	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
+	usleep((job_ms + job_ms / 2) * 1000);
+	EXPECT_TRUE(rbln_test_pending(f.dev, w));
+	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(f.dev), w, &sync_fd));
+	ASSERT_EQ(0, pthread_create(&th, NULL, del_device, &del));
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	mover_stop(&m);
+	EXPECT_EQ(0, del.ret);
+	TH_LOG("removal with a moving WAIT took %lld ms", (long long)del.ms);
+	EXPECT_GE(2 * job_ms, del.ms);
 	EXPECT_EQ(-ENODEV, sync_file_wait_status(sync_fd, 10000));
 	close(sync_fd);
 	drmSyncobjDestroy(rbln_drm_fd(f.dev), w);
