@@ -29,6 +29,7 @@
 #define FZ_MAX_ORPHANS		16	/* CPU mappings that outlived their handle */
 #define FZ_MAX_CHILDREN		4
 #define FZ_MAX_STALE		8	/* closed handles and addresses remembered */
+#define FZ_MAX_MOVING		8	/* WAIT words the host moves (op_wait_move()) */
 #define FZ_MAX_UNLISTED		4	/* device objects a job uses unlisted */
 #define FZ_MAX_RESVS		6	/* VM_BIND reservations, per file */
 #define FZ_MAX_VMAPS		16	/* VM_BIND mappings, per file */
@@ -353,6 +354,12 @@ struct fz {
 	uint8_t *bad_page;	/* PROT_NONE: user pointers that fault */
 	uint8_t *ro_page;	/* PROT_READ: arguments the kernel cannot write back */
 	int exporter;		/* the tests' dma-buf exporter, or -errno: none */
+	/* Words of WAITs waiting for the host to move them: object and offset. */
+	struct {
+		uint64_t serial;
+		uint64_t off;
+	} moving[FZ_MAX_MOVING];
+	unsigned int nmoving;
 };
 
 /* --- fuzz_worker.c: reporting ------------------------------------------------- */
@@ -467,6 +474,7 @@ void op_gem_close(struct fz *fz);
 void op_mmap(struct fz *fz);
 void op_munmap(struct fz *fz);
 void op_cpu_touch(struct fz *fz);
+void op_wait_move(struct fz *fz);
 void op_export(struct fz *fz);
 void op_import(struct fz *fz);
 void op_dmabuf_misc(struct fz *fz);

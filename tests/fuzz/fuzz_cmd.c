@@ -9,7 +9,8 @@
  * overlapping operands across packets, zero counts, every dtype and
  * operation, reads of read-only objects and of peers. WAITs are mostly
  * satisfied or canceled when they run, now and then never: a valid job may
- * time out.
+ * time out. Some wait for a word the host keeps moving (op_wait_move()),
+ * which keeps their job past its timeout, up to wait_timeout_ms.
  */
 
 #include <errno.h>
@@ -225,10 +226,10 @@ static int emit_gemm(struct fz *fz, struct fz_cmd *c, uint32_t dim)
 
 /*
  * A WAIT: mostly for 0 (passes, or cancels on a word with bit 63), or on a
- * word of a mapped host object written here to satisfy or cancel it; now
- * and then for a value no word reaches, which only the timeout ends.
- * Other jobs may write the word meanwhile: then anything goes, within the
- * timeout.
+ * word of a mapped host object written here to satisfy or cancel it, or
+ * left for the host to move (op_wait_move()); now and then for a value no
+ * word reaches, which only the timeout ends. Other jobs may write the word
+ * meanwhile: then anything goes, within the timeout.
  */
 static int emit_wait(struct fz *fz, struct fz_cmd *c)
 {
@@ -248,8 +249,17 @@ static int emit_wait(struct fz *fz, struct fz_cmd *c)
 		i = fz_below(&fz->rng, bo->size / 8);
 		word = (uint64_t *)bo->cpu + i;
 		value = 1 + fz_below(&fz->rng, RBLN_WAIT_CANCEL - 1);
-		__atomic_store_n(word, fz_chance(&fz->rng, 50) ? value :
-				 RBLN_WAIT_CANCEL | fz_next(&fz->rng), __ATOMIC_RELEASE);
+		if (fz_chance(&fz->rng, 30)) {
+			/* Moved by the host from 0 until canceled, or its time is up. */
+			value = RBLN_WAIT_CANCEL - 1;
+			__atomic_store_n(word, 0, __ATOMIC_RELEASE);
+			fz->moving[fz->nmoving % FZ_MAX_MOVING].serial = bo->serial;
+			fz->moving[fz->nmoving % FZ_MAX_MOVING].off = 8 * i;
+			fz->nmoving++;
+		} else {
+			__atomic_store_n(word, fz_chance(&fz->rng, 50) ? value :
+					 RBLN_WAIT_CANCEL | fz_next(&fz->rng), __ATOMIC_RELEASE);
+		}
 		fz_cmd_use(c, bo);
 		return rbln_drm_cmd_wait(&c->enc, bo->va + 8 * i, value);
 	}
@@ -559,6 +569,46 @@ void fz_cmd_mutate(struct fz *fz, struct fz_cmd *c)
 		default:
 			q[at] = wild_value(fz, c->f);
 			break;
+		}
+	}
+}
+
+/*
+ * The host moves the word of a WAIT that waits for it, as a collective's
+ * progress thread does: one more, now and then a cancel. The word's object
+ * is looked up again, still mapped and writable, as the job may be long
+ * gone and its object closed or turned into a command buffer.
+ */
+void op_wait_move(struct fz *fz)
+{
+	unsigned int n = fz->nmoving < FZ_MAX_MOVING ? fz->nmoving : FZ_MAX_MOVING;
+	unsigned int k, i, b;
+	uint64_t serial, v;
+	uint8_t *word;
+
+	if (!n)
+		return;
+	k = fz_below(&fz->rng, n);
+	serial = fz->moving[k].serial;
+	for (i = 0; i < FZ_MAX_FILES; i++) {
+		struct fz_file *f = &fz->files[i];
+
+		if (!f->used)
+			continue;
+		for (b = 0; b < f->nbos; b++) {
+			struct fz_bo *bo = &f->bos[b];
+
+			if (bo->serial != serial)
+				continue;
+			if (!bo->cpu || !writable(bo) || fz->moving[k].off + 8 > bo->size)
+				return;
+			word = (uint8_t *)bo->cpu + fz->moving[k].off;
+			if (!fz_guarded_copy(&v, word, sizeof(v)))
+				return;
+			v = fz_chance(&fz->rng, 5) ? RBLN_WAIT_CANCEL : (v + 1) & ~RBLN_WAIT_CANCEL;
+			fz_doing(fz, "move a WAIT's word %p to %#llx", word, (unsigned long long)v);
+			fz_guarded_copy(word, &v, sizeof(v));
+			return;
 		}
 	}
 }

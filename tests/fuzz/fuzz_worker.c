@@ -137,6 +137,7 @@ static const struct fz_op ops[] = {
 	{ "mmap", op_mmap, 20, true },
 	{ "munmap", op_munmap, 12, true },
 	{ "cpu_touch", op_cpu_touch, 15, true },
+	{ "wait_move", op_wait_move, 25, true },
 	{ "export", op_export, 20, true },
 	{ "import", op_import, 25, true },
 	{ "dmabuf_misc", op_dmabuf_misc, 10, true },

@@ -23,8 +23,9 @@
  *	running long enough to be in flight when the rest lands: handles and
  *	files closed under jobs, queues destroyed with jobs queued, munmap,
  *	fork with children dying mid-work, injected hangs, faults and DMA
- *	errors, short timeouts and short waits, and devices unplugged and
- *	added back.
+ *	errors, short timeouts and short waits, WAITs whose word the host
+ *	keeps moving past the job timeout, and devices unplugged and added
+ *	back.
  *
  *	Where the UAPI says for certain how a call ends, the outcome is
  *	checked: a nonzero pad is -EINVAL, an unknown handle -ENOENT, any
