@@ -29,13 +29,22 @@
  * A wait that times out names the ranks whose messages did not come and
  * leaves the communicator unusable: it no longer knows where the others
  * are, and MPI may still use the buffers of the calls it abandoned.
+ *
+ * With MPI_THREAD_MULTIPLE a communicator is asynchronous: the call
+ * queues all of the device's work and returns, and a progress thread
+ * does the host's steps (MPI), the jobs that need one waiting for it on
+ * the device, with a WAIT on a word the thread writes after each step
+ * (or cancels on a failure, which the next rbln_synchronize() reports).
+ * Without it the caller does the host's steps between the same jobs.
  */
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <mpi.h>
+#include <xf86drm.h>
 
 #include "rbln/rbln_comm.h"
 #include "rbln_comm_args.h"
@@ -48,6 +57,14 @@
 
 /* Tags on the communicator's own duplicate of the caller's: no other traffic uses it. */
 enum { TAG_META = 1, TAG_DATA = 2, TAG_GATHER = 3, TAG_SETTLE = 4 };
+
+/*
+ * A collective's word, which its jobs' WAITs poll: host step s done is
+ * s << STEP_SHIFT; the bits below count heartbeats while the host waits
+ * for the others, so that a WAIT that sees them is not taken for a hang.
+ */
+#define STEP_SHIFT	20
+#define BEAT_NS		(50 * 1000000ll)
 
 /* A staging buffer kept after a timeout: MPI may still read or write it. */
 struct parked {
@@ -78,9 +95,30 @@ struct rbln_comm {
 	int npending;		/* requests of reqs MPI still has */
 	struct parked *parked;	/* staging buffers those may use */
 	int nparked, cap_parked;
+	/*
+	 * Asynchronous (MPI_THREAD_MULTIPLE and a device with WAIT): the
+	 * progress thread runs the host's side of the collectives queued
+	 * at q_head, in order. q_lock guards the queue, stop and broken;
+	 * the thread alone touches the MPI state above and beat.
+	 */
+	bool async;
+	pthread_t thread;
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;
+	struct coll *q_head;
+	bool stop;
+	uint64_t *beat;			/* the word of the collective the thread runs */
+	struct rbln_host_buf *words;	/* the collectives' words, a page; under lock */
+	uint64_t seq;			/* collectives queued, under lock */
+	struct rbln_host_buf *bufs[4];	/* staging s[0], s[1], g[0], g[1], under lock */
 };
 
-/* One collective as this rank runs it. */
+
+/*
+ * One collective as this rank runs it. Asynchronous, the progress thread
+ * gets a copy once the call has queued the device's part, and uses
+ * neither the tensors nor anything the caller's thread changes.
+ */
 struct coll {
 	rbln_comm *comm;
 	struct rbln_dev *d;
@@ -89,18 +127,49 @@ struct coll {
 	int root;		/* broadcast's root, send's and recv's peer */
 	rbln_tensor *in, *out;	/* broadcast, send, recv: the one tensor in both */
 	const void *site;
+	rbln_dtype dtype;
 	size_t esize;
 	int64_t n;		/* elements of a rank's part */
 	int64_t m;		/* elements of a part per chunk */
+	int64_t chunks;
+	int phases;		/* host steps per chunk: 2 for an all-reduce of several ranks */
 	uint32_t in_bo, out_bo;
 	uint64_t in_va;		/* this rank's part of the input */
 	uint64_t out_va;	/* all_gather: the whole result; else where this rank's goes */
 	bool in_place;
 	struct rbln_block *fold;	/* reductions: two chunks of every rank's parts */
-	struct rbln_staging_span *spans;
+	struct rbln_host_buf *s[2];	/* staging: chunk c of this rank leaves by s[c % 2] */
+	struct rbln_host_buf *g[2];	/* and the others' parts come in by g[c % 2] */
+	struct rbln_copy *cp;	/* a job's copies, being built */
+	uint64_t *need;		/* per host step: the last job before it that it needs (~0: none yet) */
 	char *scratch;		/* what MPI sends and receives after a local failure */
 	uint64_t last_in, last;	/* the last jobs reading the input, and of all */
+	rbln_status local;	/* this rank failed on the way (it goes on with scratch data) */
+	rbln_status mpi;	/* MPI failed: the rest is skipped */
+	/* Asynchronous */
+	bool async;
+	bool planned;		/* jobs wait for the word */
+	rbln_status st;		/* what the call returned when it handed the rest over */
+	char why[160];		/* and its message, for the others */
+	rbln_status queue_failed;	/* the call failed later, queueing the device's part */
+	bool queued;		/* the call is done with it, under q_lock */
+	uint32_t *syncs;	/* per host step: a syncobj with the fence of its need */
+	uint64_t *word;
+	uint64_t word_va;
+	uint32_t word_bo;
+	struct coll *next;	/* in the progress thread's queue */
 };
+
+static void *progress_main(void *arg);
+static void release(rbln_comm *c, struct rbln_host_buf **b, uint64_t point);
+
+/* Moves the heartbeat count (the low bits) of word @w: the device sees it change. */
+static void heartbeat(uint64_t *w)
+{
+	uint64_t v = __atomic_load_n(w, __ATOMIC_RELAXED), low = (1ull << STEP_SHIFT) - 1;
+
+	__atomic_store_n(w, (v & ~low) | ((v + 1) & low), __ATOMIC_RELEASE);
+}
 
 /* Does the chunk travel as a part from every rank (gathered, or all-to-all)? */
 static bool is_gathered(enum rbln_coll_kind kind)
@@ -150,7 +219,7 @@ static int64_t now_ns(void)
  * happened: which ranks did not answer, during @what.
  */
 static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeout_ms,
-			    const char *fn, const char *what, int *left)
+			    uint64_t *beat, const char *fn, const char *what, int *left)
 {
 	/* A timeout of more than a century does not run out. */
 	int64_t deadline = timeout_ms > INT64_MAX / 2 / 1000000 ? INT64_MAX :
@@ -158,13 +227,20 @@ static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeou
 	int done = 0, err, i, j, k, nnamed = 0, len = 0;
 	char ranks[160] = "", msg[MPI_MAX_ERROR_STRING];
 
+	int64_t t, beat_at = now_ns() + BEAT_NS;
+
 	*left = 0;
 	for (;;) {
 		err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
 		if (done && err == MPI_SUCCESS)
 			return RBLN_OK;
-		if (err != MPI_SUCCESS || now_ns() >= deadline)
+		t = now_ns();
+		if (err != MPI_SUCCESS || t >= deadline)
 			break;
+		if (beat && t >= beat_at) {
+			heartbeat(beat);
+			beat_at = t + BEAT_NS;
+		}
 	}
 	/* Those still in MPI's hands, and the ranks they wait for. */
 	for (i = 0, j = 0; i < n; i++) {
@@ -201,6 +277,14 @@ static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeou
 			 fn, (long long)timeout_ms, what);
 }
 
+/* Makes @c unusable, for rbln_last_error()'s reason. */
+static void comm_break(rbln_comm *c)
+{
+	pthread_mutex_lock(&c->q_lock);
+	snprintf(c->broken, sizeof(c->broken), "%s", rbln_last_error());
+	pthread_mutex_unlock(&c->q_lock);
+}
+
 /*
  * Waits for comm->reqs[0..@n): a timeout (or an MPI error leaving calls
  * behind) makes the communicator unusable, keeping the calls MPI still
@@ -208,10 +292,12 @@ static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeou
  */
 static rbln_status comm_wait(rbln_comm *c, int n, const char *fn, const char *what)
 {
-	rbln_status st = wait_all(c->reqs, c->peers, n, c->timeout_ms, fn, what, &c->npending);
+	rbln_status st = wait_all(c->reqs, c->peers, n, __atomic_load_n(&c->timeout_ms,
+									   __ATOMIC_RELAXED),
+				  c->beat, fn, what, &c->npending);
 
 	if (st && c->npending)
-		snprintf(c->broken, sizeof(c->broken), "%s", rbln_last_error());
+		comm_break(c);
 	return st;
 }
 
@@ -253,12 +339,17 @@ static rbln_status comm_allgather(rbln_comm *c, void *all, int bytes, int tag, c
 }
 
 /* Fails when @comm timed out before: it cannot tell where the others are. */
-static rbln_status comm_usable(const rbln_comm *comm, const char *fn)
+static rbln_status comm_usable(rbln_comm *comm, const char *fn)
 {
-	if (!comm->broken[0])
-		return RBLN_OK;
-	return rbln_fail(RBLN_ERROR_TIMEOUT, "%s: the communicator is unusable after a timeout: %s",
-			 fn, comm->broken);
+	rbln_status st = RBLN_OK;
+
+	pthread_mutex_lock(&comm->q_lock);
+	if (comm->broken[0])
+		st = rbln_fail(RBLN_ERROR_TIMEOUT,
+			       "%s: the communicator is unusable after a timeout: %s", fn,
+			       comm->broken);
+	pthread_mutex_unlock(&comm->q_lock);
+	return st;
 }
 
 static bool comm_ok(const rbln_comm *comm, const char *fn)
@@ -291,9 +382,38 @@ static rbln_status init_gather(MPI_Comm mpi, const struct rbln_coll_meta *mine,
 	err = MPI_Iallgather(mine, sizeof(*mine), MPI_BYTE, all, sizeof(*mine), MPI_BYTE, mpi, &req);
 	if (err != MPI_SUCCESS)
 		return rbln_comm_mpi_fail(fn, "MPI_Iallgather", err);
-	st = wait_all(&req, &peer, 1, timeout_ms, fn, "the check that every rank can join", &left);
+	st = wait_all(&req, &peer, 1, timeout_ms, NULL, fn, "the check that every rank can join",
+		      &left);
 	*abandoned = left;
 	return st;
+}
+
+/*
+ * Starts @c's progress thread when collectives can be asynchronous: MPI
+ * lets another thread call it (MPI_THREAD_MULTIPLE), the device has WAIT,
+ * and RBLN_COMM_ASYNC is not 0. Else, or when it cannot, the calling
+ * thread runs them, as the ranks may do differently.
+ */
+static bool start_async(rbln_comm *c)
+{
+	const char *env = getenv("RBLN_COMM_ASYNC");
+	uint64_t caps = 0;
+	int level = MPI_THREAD_SINGLE;
+
+	MPI_Query_thread(&level);
+	if ((env && !strcmp(env, "0")) || level != MPI_THREAD_MULTIPLE ||
+	    rbln_drm_get_param(c->dev->drm, RBLN_PARAM_ISA_CAPS, &caps) ||
+	    !(caps & RBLN_ISA_CAP_WAIT))
+		return false;
+	if (rbln_host_buf_new(c->dev, 4096, &c->words))
+		return false;
+	if (!pthread_create(&c->thread, NULL, progress_main, c))
+		return true;
+	pthread_mutex_lock(&c->dev->lock);
+	rbln_host_buf_release(c->dev, c->words, 0);
+	pthread_mutex_unlock(&c->dev->lock);
+	c->words = NULL;
+	return false;
 }
 
 rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
@@ -374,7 +494,7 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 		if (err != MPI_SUCCESS)
 			st = rbln_comm_mpi_fail(fn, "MPI_Comm_idup", err);
 		else
-			st = wait_all(&req, &peer, 1, timeout_ms, fn, "MPI_Comm_idup", &left);
+			st = wait_all(&req, &peer, 1, timeout_ms, NULL, fn, "MPI_Comm_idup", &left);
 	}
 	if (st) {
 		/* What MPI_Comm_idup still writes to, it keeps. */
@@ -396,7 +516,10 @@ rbln_status rbln_comm_init(rbln_comm **out, MPI_Comm mpi, int device)
 	c->dev = l->members[0];
 	c->timeout_ms = timeout_ms;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->q_lock, NULL);
+	pthread_cond_init(&c->q_cond, NULL);
 	c->peer = rbln_peer_init(c->mpi, rank, size, c->dev, timeout_ms);
+	c->async = !c->peer && start_async(c);
 	*out = c;
 	return RBLN_OK;
 }
@@ -408,9 +531,7 @@ rbln_status rbln_comm_set_timeout(rbln_comm *comm, int64_t ms)
 	if (ms <= 0)
 		return rbln_fail(RBLN_ERROR_INVALID,
 				 "rbln_comm_set_timeout: %lld ms: a timeout is above 0", (long long)ms);
-	pthread_mutex_lock(&comm->lock);
-	comm->timeout_ms = ms;
-	pthread_mutex_unlock(&comm->lock);
+	__atomic_store_n(&comm->timeout_ms, ms, __ATOMIC_RELAXED);
 	return RBLN_OK;
 }
 
@@ -449,12 +570,27 @@ static void comm_abandon(rbln_comm *comm)
 rbln_status rbln_comm_free(rbln_comm *comm)
 {
 	int finalized = 0, err = MPI_SUCCESS;
+	uint64_t point;
 
 	if (!comm)
 		return RBLN_OK;
 	if (!comm_ok(comm, "rbln_comm_free"))
 		return RBLN_ERROR_INVALID;
 	comm->magic = 0;
+	if (comm->async) {
+		/* The thread runs what is queued first: the device waits for it. */
+		pthread_mutex_lock(&comm->q_lock);
+		comm->stop = true;
+		pthread_cond_broadcast(&comm->q_cond);
+		pthread_mutex_unlock(&comm->q_lock);
+		pthread_join(comm->thread, NULL);
+		pthread_mutex_lock(&comm->dev->lock);
+		point = comm->dev->point;
+		rbln_host_buf_release(comm->dev, comm->words, point);
+		pthread_mutex_unlock(&comm->dev->lock);
+		for (int i = 0; i < 4; i++)
+			release(comm, &comm->bufs[i], point);
+	}
 	rbln_peer_free(comm->peer);
 	MPI_Finalized(&finalized);
 	finalized |= comm->mpi == MPI_COMM_NULL;	/* in process: no MPI */
@@ -463,6 +599,8 @@ rbln_status rbln_comm_free(rbln_comm *comm)
 	if (!finalized)
 		err = MPI_Comm_free(&comm->mpi);
 	pthread_mutex_destroy(&comm->lock);
+	pthread_mutex_destroy(&comm->q_lock);
+	pthread_cond_destroy(&comm->q_cond);
 	if (!finalized && comm->npending)
 		return RBLN_OK;	/* what the abandoned calls use stays MPI's */
 	for (int i = 0; i < comm->nparked; i++) {
@@ -552,7 +690,7 @@ static rbln_status agree(struct coll *k, rbln_status local)
 
 	*mine = (struct rbln_coll_meta){ .kind = k->kind, .op = k->op, .root = k->root };
 	if (!local) {
-		mine->dtype = k->in->dtype;
+		mine->dtype = k->dtype;
 		mine->count = k->n;
 	}
 	rbln_coll_meta_status(mine, local);
@@ -631,9 +769,8 @@ static void bounce(struct coll *k, bool to_host, uint64_t bytes)
  * after a timeout that left calls in MPI's hands, to the communicator,
  * as MPI may still use it (see comm_abandon()).
  */
-static void release(struct coll *k, struct rbln_host_buf **b, uint64_t point)
+static void release(rbln_comm *c, struct rbln_host_buf **b, uint64_t point)
 {
-	rbln_comm *c = k->comm;
 	struct parked *p;
 
 	if (!*b)
@@ -652,58 +789,208 @@ static void release(struct coll *k, struct rbln_host_buf **b, uint64_t point)
 		*b = NULL;
 		return;
 	}
-	pthread_mutex_lock(&k->d->lock);
-	rbln_host_buf_release(k->d, *b, point);
-	pthread_mutex_unlock(&k->d->lock);
+	pthread_mutex_lock(&c->dev->lock);
+	rbln_host_buf_release(c->dev, *b, point);
+	pthread_mutex_unlock(&c->dev->lock);
 	*b = NULL;
 }
 
-/*
- * Chunk @c0 (@mc elements of a part) from the device into a new staging
- * buffer *@s, by a job at *@point (0: none, this rank sends nothing).
- */
-static rbln_status fetch(struct coll *k, int64_t c0, int64_t mc, struct rbln_host_buf **s,
-			 uint64_t *point)
+/* Elements of chunk @c. */
+static int64_t chunk_len(const struct coll *k, int64_t c)
 {
-	size_t bytes = mc * k->esize;
-	rbln_status st;
-	int r, nspans = 0;
+	int64_t c0 = c * k->m;
 
-	*point = 0;
-	st = rbln_staging_get(k->d, s);
-	if (st)
-		return st;
+	return k->n - c0 < k->m ? k->n - c0 : k->m;
+}
+
+/*
+ * The host's steps, numbered from 1: the exchange of chunk c through MPI
+ * (phase 0), then for an all-reduce of several ranks the all-gather of
+ * its folded segments (phase 1); after the last, the settling.
+ */
+static uint64_t step_of(const struct coll *k, int64_t c, int phase)
+{
+	return (uint64_t)(c * k->phases + phase + 1);
+}
+
+static uint64_t final_step(const struct coll *k)
+{
+	return (uint64_t)(k->chunks * k->phases + 1);
+}
+
+/* Slot c % 2 of the fold buffer, where chunk @c's parts are folded. */
+static uint64_t fold_va(const struct coll *k, int64_t c)
+{
+	return rbln_block_va(k->fold) +
+	       (uint64_t)(c % 2) * k->comm->size * part_of(k, k->m) * k->esize;
+}
+
+/*
+ * Queues the @n copies of @cp. Asynchronous, each job first waits for
+ * host step @step (0: none) on the device: a cancelled collective skips
+ * its copies, so the result is not written once the host side failed.
+ */
+static rbln_status queue_copies(struct coll *k, uint64_t step, const struct rbln_copy *cp, int n)
+{
+	struct rbln_copy_guard guard = { k->word_bo, k->word_va, step << STEP_SHIFT };
+	bool wait = k->async && step;
+	uint64_t point;
+	rbln_status st;
+
+	st = rbln_staging_jobs(k->d, cp, n, wait ? &guard : NULL, &point);
+	if (!st && (n || wait))
+		k->last = point;
+	return st;
+}
+
+/* Notes the bytes of @cp[0..@n) that crossed to or from the host. */
+static void bounce_copies(struct coll *k, bool to_host, const struct rbln_copy *cp, int n)
+{
+	uint64_t bytes = 0;
+
+	for (int i = 0; i < n; i++)
+		bytes += cp[i].bytes;
+	bounce(k, to_host, bytes);
+}
+
+/* Host step @step waits for the jobs queued so far. */
+static rbln_status need(struct coll *k, uint64_t step)
+{
+	k->need[step - 1] = k->last;
+	return k->async ? rbln_point_syncobj(k->d, k->last, k->syncs[step - 1]) : RBLN_OK;
+}
+
+/* F(c): this rank's part of chunk @c from the device to staging buffer s[c % 2]. */
+static rbln_status queue_fetch(struct coll *k, int64_t c)
+{
+	int64_t c0 = c * k->m, mc = chunk_len(k, c), part = part_of(k, mc);
+	struct rbln_host_buf *s = k->s[c % 2];
+	uint64_t bytes = mc * k->esize;
+	int r, n = 0;
+	rbln_status st;
+
 	if (k->kind == RBLN_COLL_REDUCE_SCATTER) {
 		/* Part r of the input goes to rank r. */
 		for (r = 0; r < k->comm->size; r++)
-			k->spans[nspans++] = (struct rbln_staging_span){
-				.bo = k->in_bo, .va = k->in_va + (r * k->n + c0) * k->esize,
-				.at = r * bytes, .bytes = bytes };
+			k->cp[n++] = (struct rbln_copy){ s->handle, k->in_bo, s->va + r * bytes,
+						    k->in_va + (r * k->n + c0) * k->esize, bytes };
 	} else if (two_phase(k)) {
 		/* Segment r of the chunk goes to rank r, at its place in a part's stride. */
 		for (r = 0; r < k->comm->size; r++)
 			if (seg_len(k, mc, r))
-				k->spans[nspans++] = (struct rbln_staging_span){
-					.bo = k->in_bo,
-					.va = k->in_va + (c0 + r * part_of(k, mc)) * k->esize,
-					.at = r * part_of(k, mc) * k->esize,
-					.bytes = seg_len(k, mc, r) * k->esize };
+				k->cp[n++] = (struct rbln_copy){
+					s->handle, k->in_bo, s->va + r * part * k->esize,
+					k->in_va + (c0 + r * part) * k->esize,
+					seg_len(k, mc, r) * k->esize };
 	} else if (k->kind != RBLN_COLL_RECV &&
 		   (k->kind != RBLN_COLL_BROADCAST || k->comm->rank == k->root)) {
-		k->spans[nspans++] = (struct rbln_staging_span){
-			.bo = k->in_bo, .va = k->in_va + c0 * k->esize, .at = 0, .bytes = bytes };
+		k->cp[n++] = (struct rbln_copy){ s->handle, k->in_bo, s->va, k->in_va + c0 * k->esize,
+					    bytes };
 	}
-	if (!nspans)
-		return RBLN_OK;
-	st = rbln_staging_dma(k->d, *s, k->spans, nspans, false, point);
-	if (st) {
-		release(k, s, 0);
+	/* MPI is done with s[c % 2] after the last step of chunk c - 2. */
+	st = queue_copies(k, c >= 2 ? step_of(k, c - 2, k->phases - 1) : 0, k->cp, n);
+	if (st)
+		return st;
+	if (n) {
+		k->last_in = k->last;
+		bounce_copies(k, true, k->cp, n);
+	}
+	return need(k, step_of(k, c, 0));
+}
+
+/*
+ * B(c), after host step ex(c): chunk @c from where MPI put it (g[c % 2],
+ * or s[c % 2] for broadcast and recv) to the result; or, a reduction,
+ * every rank's part to the fold buffer, folded there on the NPU, and the
+ * folded part to the result (reduce-scatter) or to s[c % 2] for the
+ * all-gather of the folded segments (all-reduce). Only copies that wait
+ * for the step write the result.
+ */
+static rbln_status queue_store(struct coll *k, int64_t c)
+{
+	int size = k->comm->size, rank = k->comm->rank, r, n = 0;
+	int64_t c0 = c * k->m, mc = chunk_len(k, c), len;
+	uint64_t step = step_of(k, c, 0), bytes = mc * k->esize;
+	uint64_t pbytes = part_of(k, mc) * k->esize, fold, point;
+	struct rbln_host_buf *g = is_gathered(k->kind) ? k->g[c % 2] : k->s[c % 2];
+	uint32_t fold_bo;
+	rbln_status st = RBLN_OK;
+
+	if (!rbln_coll_is_reduction(k->kind) || size == 1) {
+		if (k->kind == RBLN_COLL_ALL_GATHER) {
+			for (r = 0; r < size; r++)
+				if (!k->in_place || r != rank)
+					k->cp[n++] = (struct rbln_copy){
+						k->out_bo, g->handle,
+						k->out_va + (r * k->n + c0) * k->esize,
+						g->va + r * bytes, bytes };
+		} else if (k->kind != RBLN_COLL_SEND &&
+			   (k->kind != RBLN_COLL_BROADCAST || rank != k->root)) {
+			k->cp[n++] = (struct rbln_copy){ k->out_bo, g->handle, k->out_va + c0 * k->esize,
+						    g->va, bytes };
+		}
+		st = queue_copies(k, step, k->cp, n);
+		if (!st)
+			bounce_copies(k, false, k->cp, n);
 		return st;
 	}
-	k->last_in = k->last = *point;
-	for (r = 0; r < nspans; r++)
-		bounce(k, true, k->spans[r].bytes);
-	return RBLN_OK;
+
+	fold_bo = rbln_block_handle(k->fold);
+	fold = fold_va(k, c);
+	k->cp[0] = (struct rbln_copy){ fold_bo, g->handle, fold, g->va, size * pbytes };
+	st = queue_copies(k, step, k->cp, 1);
+	if (st)
+		return st;
+	bounce_copies(k, false, k->cp, 1);
+	/* ((p0 op p1) op p2) ..., in the fold buffer's first part. */
+	len = two_phase(k) ? seg_len(k, mc, rank) : mc;
+	for (r = 1; r < size && len && !st; r++) {
+		st = rbln_ew_binary(k->d, rbln_redop_subs[k->op], k->dtype, len, fold, fold,
+				    fold + r * pbytes, &fold_bo, 1, rbln_coll_ops[k->kind], k->site,
+				    &point);
+		if (!st)
+			k->last = point;
+	}
+	if (st || !len)
+		return st;
+	if (two_phase(k))
+		k->cp[0] = (struct rbln_copy){ k->s[c % 2]->handle, fold_bo, k->s[c % 2]->va, fold,
+					  len * k->esize };
+	else
+		k->cp[0] = (struct rbln_copy){ k->out_bo, fold_bo, k->out_va + c0 * k->esize, fold,
+					  len * k->esize };
+	st = queue_copies(k, step, k->cp, 1);
+	if (!st && two_phase(k))
+		bounce_copies(k, true, k->cp, 1);
+	return st;
+}
+
+/*
+ * C(c), an all-reduce of several ranks, after host step ag(c): the
+ * others' folded segments of chunk @c from g[c % 2] to the result, and
+ * this rank's from the fold buffer.
+ */
+static rbln_status queue_gathered(struct coll *k, int64_t c)
+{
+	int64_t c0 = c * k->m, mc = chunk_len(k, c), part = part_of(k, mc);
+	struct rbln_host_buf *g = k->g[c % 2];
+	int r, n = 0, rank = k->comm->rank;
+	rbln_status st;
+
+	if (seg_len(k, mc, rank))
+		k->cp[n++] = (struct rbln_copy){ k->out_bo, rbln_block_handle(k->fold),
+					    k->out_va + (c0 + rank * part) * k->esize,
+					    fold_va(k, c), seg_len(k, mc, rank) * k->esize };
+	for (r = 0; r < k->comm->size; r++)
+		if (r != rank && seg_len(k, mc, r))
+			k->cp[n++] = (struct rbln_copy){ k->out_bo, g->handle,
+						    k->out_va + (c0 + r * part) * k->esize,
+						    g->va + r * part * k->esize,
+						    seg_len(k, mc, r) * k->esize };
+	st = queue_copies(k, step_of(k, c, 1), k->cp, n);
+	if (!st && n > 1)
+		bounce_copies(k, false, k->cp + 1, n - 1);
+	return st;
 }
 
 /* "chunk 3 of 8" and the like, for a wait's message. */
@@ -767,59 +1054,6 @@ static rbln_status exchange(struct coll *k, void *s, void *g, int64_t c0, int64_
 }
 
 /*
- * Chunk @c0's parts, received in staging buffer @g, to the device: into
- * the result (all_gather, broadcast, recv), or to the fold buffer's @slot
- * and folded into the result on the NPU. @g goes back once read.
- */
-static rbln_status store(struct coll *k, int slot, int64_t c0, int64_t mc,
-			 struct rbln_host_buf **g)
-{
-	size_t bytes = mc * k->esize;
-	int size = k->comm->size, r, nspans = 0;
-	uint64_t point = 0, dst = k->out_va + c0 * k->esize, part, fold = 0;
-	uint32_t bos[2];
-	rbln_status st;
-
-	if (k->kind == RBLN_COLL_ALL_GATHER) {
-		for (r = 0; r < size; r++)
-			if (!k->in_place || r != k->comm->rank)
-				k->spans[nspans++] = (struct rbln_staging_span){
-					.bo = k->out_bo, .va = k->out_va + (r * k->n + c0) * k->esize,
-					.at = r * bytes, .bytes = bytes };
-	} else if (rbln_coll_is_reduction(k->kind) && size > 1) {
-		fold = rbln_block_va(k->fold) + (uint64_t)slot * size * k->m * k->esize;
-		k->spans[nspans++] = (struct rbln_staging_span){
-			.bo = rbln_block_handle(k->fold), .va = fold, .at = 0, .bytes = size * bytes };
-	} else if (k->kind != RBLN_COLL_SEND &&
-		   (k->kind != RBLN_COLL_BROADCAST || k->comm->rank != k->root)) {
-		k->spans[nspans++] = (struct rbln_staging_span){
-			.bo = k->out_bo, .va = dst, .at = 0, .bytes = bytes };
-	}
-	st = nspans ? rbln_staging_dma(k->d, *g, k->spans, nspans, true, &point) : RBLN_OK;
-	release(k, g, st ? 0 : point);
-	if (st)
-		return st;
-	if (nspans) {
-		k->last = point;
-		bounce(k, false, k->spans[0].bytes * nspans);
-	}
-	if (!rbln_coll_is_reduction(k->kind) || size == 1 || k->comm->peer)
-		return RBLN_OK;
-
-	bos[0] = k->out_bo;
-	bos[1] = rbln_block_handle(k->fold);
-	for (r = 1; r < size && !st; r++) {
-		part = fold + r * bytes;
-		st = rbln_ew_binary(k->d, rbln_redop_subs[k->op], k->in->dtype, mc, dst,
-				    r == 1 ? fold : dst, part, bos, 2, rbln_coll_ops[k->kind], k->site,
-				    &point);
-		if (!st)
-			k->last = point;
-	}
-	return st;
-}
-
-/*
  * Where MPI reads and writes once this rank has failed: it still takes
  * part, with garbage. The communicator's, kept for the next failure.
  */
@@ -833,7 +1067,7 @@ static bool scratch(struct coll *k)
 
 /*
  * The all-gather of the folded segments of chunk @c0 (@mc elements) of an
- * all-reduce: this rank's @pbytes at @s to every rank, theirs to @g.
+ * all-reduce: this rank's at @s to every rank, theirs to @g.
  */
 static rbln_status gather_folded(struct coll *k, void *s, void *g, int64_t c0, int64_t mc)
 {
@@ -845,138 +1079,109 @@ static rbln_status gather_folded(struct coll *k, void *s, void *g, int64_t c0, i
 			      chunk_name(what, sizeof(what), k, c0, "the folded segments"));
 }
 
-/* A failed rank's part in the all-gather of a chunk of an all-reduce (@mc elements). */
-static rbln_status exchange_scratch_gather(struct coll *k, int64_t c0, int64_t mc)
+/* Waits for the jobs that host step @step needs (need()). */
+static rbln_status wait_need(struct coll *k, uint64_t step)
 {
-	return gather_folded(k, k->scratch, k->scratch + RBLN_STAGING_CHUNK, c0, mc);
+	const char *fn = rbln_coll_names[k->kind];
+	uint32_t h = k->async ? k->syncs[step - 1] : 0;
+	int status = 0, ret;
+
+	if (!k->async)
+		return rbln_wait_point(k->d, k->need[step - 1]);
+	/*
+	 * Not rbln_wait_point(): this thread never takes d->lock (see
+	 * progress_main()). The call may not have queued the job yet.
+	 */
+	if (drmSyncobjWait(rbln_drm_fd(k->d->drm), &h, 1, INT64_MAX,
+			   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, NULL))
+		return rbln_fail(RBLN_ERROR_DEVICE, "%s: waiting for the device failed: %s", fn,
+				 strerror(errno));
+	if (__atomic_load_n(&k->queue_failed, __ATOMIC_ACQUIRE))
+		return rbln_fail(RBLN_ERROR_DEVICE, "%s: its device work could not be queued", fn);
+	ret = rbln_drm_fence_status(k->d->drm, h, 0, &status);
+	if (ret || status < 0)
+		return rbln_fail(RBLN_ERROR_DEVICE, "%s: device work failed: %s", fn,
+				 strerror(ret ? -ret : -status));
+	return RBLN_OK;
+}
+
+/* Host step @step is done: the device's WAITs for it may go on. */
+static void publish(struct coll *k, uint64_t step)
+{
+	if (k->async)
+		__atomic_store_n(k->word, step << STEP_SHIFT, __ATOMIC_RELEASE);
 }
 
 /*
- * Chunk @c0 of an all-reduce (@mc elements), whose segment r (this
- * rank's) every rank sent to staging buffer @g: folded on the NPU into
- * the result, back to the host by way of @s (the chunk's staging buffer,
- * read by MPI already; *@s_point: the last job using it), all-gathered
- * into @g, and every other rank's folded segment to the result. A failure
- * on the way still takes part in the all-gather, with scratch data; an
- * MPI failure is *@mpi.
+ * Host step (@c, @phase) through MPI, once the jobs it needs are done:
+ * the exchange of chunk @c, or the all-gather of its folded segments. A
+ * rank that failed (k->local) still takes part, with scratch data.
  */
-static rbln_status store_folded(struct coll *k, int slot, int64_t c0, int64_t mc,
-				struct rbln_host_buf **g, struct rbln_host_buf *s,
-				uint64_t *s_point, rbln_status *mpi)
+static void host_step(struct coll *k, int64_t c, int phase)
 {
-	int size = k->comm->size, rank = k->comm->rank, r, nspans = 0;
-	int64_t part = part_of(k, mc), len = seg_len(k, mc, rank);
-	size_t pbytes = part * k->esize;
-	uint64_t fold, dst, point = 0, gpoint = 0, sent = 0;
-	struct rbln_staging_span span;
-	uint32_t bos[2];
-	rbln_status st;
+	uint64_t step = step_of(k, c, phase);
+	char *s, *g;
 
-	fold = rbln_block_va(k->fold) + (uint64_t)slot * size * part_of(k, k->m) * k->esize;
-	dst = k->out_va + (c0 + rank * part) * k->esize;
-	span = (struct rbln_staging_span){ .bo = rbln_block_handle(k->fold), .va = fold, .at = 0,
-					   .bytes = size * pbytes };
-	st = rbln_staging_dma(k->d, *g, &span, 1, true, &gpoint);
-	if (!st) {
-		k->last = gpoint;
-		bounce(k, false, span.bytes);
+	if (!k->local)
+		k->local = wait_need(k, step);
+	if (k->local && !scratch(k)) {
+		k->mpi = k->local;	/* cannot even take part */
+		return;
 	}
-	bos[0] = k->out_bo;
-	bos[1] = rbln_block_handle(k->fold);
-	for (r = 1; r < size && len && !st; r++) {
-		st = rbln_ew_binary(k->d, rbln_redop_subs[k->op], k->in->dtype, len, dst,
-				    r == 1 ? fold : dst, fold + r * pbytes, bos, 2,
-				    rbln_coll_ops[k->kind], k->site, &point);
-		if (!st)
-			k->last = point;
-	}
-	if (!st && len) {
-		span = (struct rbln_staging_span){ .bo = k->out_bo, .va = dst, .at = 0,
-						   .bytes = len * k->esize };
-		st = rbln_staging_dma(k->d, s, &span, 1, false, &point);
-		if (!st) {
-			k->last = *s_point = point;
-			bounce(k, true, span.bytes);
-		}
-	}
-	/* Also the job that read @g: MPI writes there next. */
-	if (!st)
-		st = rbln_wait_point(k->d, k->last);
-
-	if (st && !scratch(k))
-		*mpi = st;	/* cannot even take part */
-	else if (st)
-		*mpi = exchange_scratch_gather(k, c0, mc);
+	s = k->local ? k->scratch : k->s[c % 2]->cpu;
+	g = k->local ? k->scratch + RBLN_STAGING_CHUNK :
+	    is_gathered(k->kind) ? k->g[c % 2]->cpu : s;
+	if (phase)
+		k->mpi = gather_folded(k, s, g, c * k->m, chunk_len(k, c));
 	else
-		*mpi = gather_folded(k, s->cpu, (*g)->cpu, c0, mc);
-	if (!st && !*mpi) {
-		for (r = 0; r < size; r++)
-			if (r != rank && seg_len(k, mc, r))
-				k->spans[nspans++] = (struct rbln_staging_span){
-					.bo = k->out_bo,
-					.va = k->out_va + (c0 + r * part) * k->esize,
-					.at = r * pbytes, .bytes = seg_len(k, mc, r) * k->esize };
-		st = nspans ? rbln_staging_dma(k->d, *g, k->spans, nspans, true, &point) : RBLN_OK;
-		if (!st && nspans) {
-			gpoint = k->last = point;
-			for (r = 0; r < nspans; r++)
-				sent += k->spans[r].bytes;
-			bounce(k, false, sent);
-		}
-	}
-	release(k, g, gpoint);
-	return st;
+		k->mpi = exchange(k, s, g, c * k->m, chunk_len(k, c));
+	if (!k->mpi)
+		publish(k, step);
 }
 
-/* The chunks, each fetched while the one before is in MPI's hands. */
-static rbln_status run(struct coll *k)
+/*
+ * The device's part of the chunks, in the order the device runs it: each
+ * chunk's fetch is queued before the chunk before it is stored, so that
+ * the device copies while the network works. Inline, the host's steps
+ * run in between, each before the jobs that need it; asynchronous, the
+ * progress thread runs them, and those jobs wait for them on the device.
+ */
+static void run(struct coll *k)
 {
-	struct rbln_host_buf *s[2] = { NULL, NULL }, *g = NULL;
-	int64_t chunks = (k->n + k->m - 1) / k->m, c, c0, mc;
-	uint64_t fetched[2] = { 0, 0 };
-	rbln_status st = RBLN_OK, mpi = RBLN_OK;
-	int cur;
+	int64_t c;
 
-	if (chunks)
-		st = fetch(k, 0, k->n < k->m ? k->n : k->m, &s[0], &fetched[0]);
-	for (c = 0; c < chunks && !mpi; c++) {
-		cur = c % 2;
-		c0 = c * k->m;
-		mc = k->n - c0 < k->m ? k->n - c0 : k->m;
-		if (!st && c + 1 < chunks)
-			st = fetch(k, c0 + k->m, k->n - c0 - k->m < k->m ? k->n - c0 - k->m : k->m,
-				   &s[!cur], &fetched[!cur]);
-		if (!st)
-			st = rbln_wait_point(k->d, fetched[cur]);
-		if (!st && is_gathered(k->kind))
-			st = rbln_staging_get(k->d, &g);
-		if (st && !scratch(k)) {
-			mpi = st;	/* cannot even take part */
-			break;
-		}
-		if (st)
-			mpi = exchange(k, k->scratch, k->scratch + RBLN_STAGING_CHUNK, c0, mc);
-		else
-			mpi = exchange(k, s[cur]->cpu, g ? g->cpu : s[cur]->cpu, c0, mc);
-		if (!st && !mpi && two_phase(k))
-			st = store_folded(k, cur, c0, mc, &g, s[cur], &fetched[cur], &mpi);
-		else if (!st && !mpi)
-			st = store(k, cur, c0, mc, g ? &g : &s[cur]);
-		else if (!mpi && two_phase(k))
-			mpi = exchange_scratch_gather(k, c0, mc);
-		release(k, &g, 0);
-		release(k, &s[cur], fetched[cur]);
+	if (k->chunks)
+		k->local = queue_fetch(k, 0);
+	for (c = 0; c < k->chunks && !k->mpi; c++) {
+		if (!k->local && c + 1 < k->chunks)
+			k->local = queue_fetch(k, c + 1);
+		if (!k->async)
+			host_step(k, c, 0);
+		if (!k->local && !k->mpi)
+			k->local = queue_store(k, c);
+		if (!two_phase(k))
+			continue;
+		if (!k->local && !k->mpi)
+			k->local = need(k, step_of(k, c, 1));
+		if (!k->async && !k->mpi)
+			host_step(k, c, 1);
+		if (!k->local && !k->mpi)
+			k->local = queue_gathered(k, c);
 	}
-	release(k, &s[0], fetched[0]);
-	release(k, &s[1], fetched[1]);
-	/* A timeout is what the caller must hear of: the communicator is gone. */
-	return k->comm->broken[0] ? mpi : st ? st : mpi;
 }
 
-/* Device addresses of the tensors, and the fold buffer of a staged reduction. */
+/* What the data's way ended with: a timeout is what the caller must hear of. */
+static rbln_status outcome(const struct coll *k)
+{
+	return k->comm->broken[0] ? k->mpi : k->local ? k->local : k->mpi;
+}
+
+/* Device addresses of the tensors; staging buffers; the fold buffer of a reduction. */
 static rbln_status prepare(struct coll *k)
 {
-	int size = k->comm->size;
+	const char *fn = rbln_coll_names[k->kind];
+	int size = k->comm->size, i, nsteps;
+	rbln_comm *c = k->comm;
 	rbln_status st;
 	char msg[256];
 	int ret;
@@ -991,23 +1196,213 @@ static rbln_status prepare(struct coll *k)
 	k->out_bo = rbln_block_handle(k->out->shards[0].block);
 	k->out_va = rbln_block_va(k->out->shards[0].block);
 	if (k->in_place && k->kind == RBLN_COLL_ALL_GATHER)
-		k->in_va += k->comm->rank * k->n * k->esize;
+		k->in_va += c->rank * k->n * k->esize;
 	if (k->in_place && k->kind == RBLN_COLL_REDUCE_SCATTER)
-		k->out_va += k->comm->rank * k->n * k->esize;
-	k->spans = calloc(size, sizeof(*k->spans));
-	if (!k->spans)
+		k->out_va += c->rank * k->n * k->esize;
+	nsteps = k->chunks * k->phases;
+	k->cp = calloc(size + 1, sizeof(*k->cp));
+	k->need = calloc(nsteps, sizeof(*k->need));
+	k->syncs = k->async ? calloc(nsteps, sizeof(*k->syncs)) : NULL;
+	if (!k->cp || !k->need || (k->async && !k->syncs))
+		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+	for (i = 0; i < nsteps && k->async; i++) {
+		k->need[i] = UINT64_MAX;
+		if (drmSyncobjCreate(rbln_drm_fd(k->d->drm), 0, &k->syncs[i]))
+			return rbln_fail(RBLN_ERROR_DEVICE, "%s: cannot create a syncobj: %s", fn,
+					 strerror(errno));
+	}
+	/* The peer path takes every call with data (rbln_peer_collective()) and folds elsewhere. */
+	if (c->peer)
+		return RBLN_OK;
+	/* Asynchronous, the communicator's: its collectives run one after the other. */
+	for (i = 0; i < (is_gathered(k->kind) ? 4 : 2) && !st; i++) {
+		if (k->async && !c->bufs[i])
+			st = rbln_staging_get(k->d, &c->bufs[i]);
+		if (k->async)
+			(i < 2 ? k->s : k->g)[i % 2] = c->bufs[i];
+		else
+			st = rbln_staging_get(k->d, &(i < 2 ? k->s : k->g)[i % 2]);
+	}
+	if (st || !rbln_coll_is_reduction(k->kind) || size == 1)
+		return st;
+	ret = rbln_allocator_alloc(k->d->alloc, 2 * (uint64_t)size * part_of(k, k->m) * k->esize,
+				   0, &k->fold, msg, sizeof(msg));
+	if (ret)
+		return rbln_fail(rbln_errno_status(ret), "%s: rbln:%d: %s", fn, c->device, msg);
+	return RBLN_OK;
+}
+
+/* What prepare() took that the device is done with after @k->last; inline, the staging buffers too. */
+static void unprepare(struct coll *k)
+{
+	int i;
+
+	if (k->fold)
+		rbln_allocator_free(k->d->alloc, k->fold, k->last, 0);
+	for (i = 0; i < 2 && !k->async; i++) {
+		release(k->comm, &k->s[i], k->last);
+		release(k->comm, &k->g[i], k->last);
+	}
+	free(k->cp);
+	k->cp = NULL;
+}
+
+/* What the host steps of @k needed, once they are done. */
+static void coll_drop(struct coll *k)
+{
+	for (int64_t i = 0; k->syncs && i < k->chunks * k->phases; i++)
+		if (k->syncs[i])
+			drmSyncobjDestroy(rbln_drm_fd(k->d->drm), k->syncs[i]);
+	free(k->syncs);
+	free(k->need);
+}
+
+/*
+ * An asynchronous collective in the progress thread: the agreement, the
+ * host steps, the settling, then the last word for its WAITs: the final
+ * step, or a cancel that skips what is left of its jobs. A failure the
+ * call did not return goes to the next rbln_synchronize(), before the
+ * word lets the device (and so rbln_synchronize()) go on.
+ */
+static void progress_run(struct coll *k)
+{
+	rbln_comm *c = k->comm;
+	rbln_status st;
+	int64_t ch;
+	int phase;
+
+	c->beat = k->planned ? k->word : NULL;
+	/* The call's failure, as agree() tells the others of it. */
+	if (k->st)
+		rbln_fail(k->st, "%s", k->why);
+	st = comm_usable(c, rbln_coll_names[k->kind]);
+	if (!st)
+		st = agree(k, k->st);
+	if (!st) {
+		for (ch = 0; ch < k->chunks && !k->mpi; ch++)
+			for (phase = 0; phase < k->phases && !k->mpi; phase++)
+				host_step(k, ch, phase);
+		st = settle(k, outcome(k));
+	}
+	if (st && !k->st && !__atomic_load_n(&k->queue_failed, __ATOMIC_ACQUIRE))
+		rbln_async_fail(k->d, st);
+	c->beat = NULL;
+	if (k->planned)
+		__atomic_store_n(k->word, st ? RBLN_WAIT_CANCEL : final_step(k) << STEP_SHIFT,
+				 __ATOMIC_RELEASE);
+	/* The call may still be queueing jobs (they see the word) and handing fences over. */
+	pthread_mutex_lock(&c->q_lock);
+	while (!k->queued)
+		pthread_cond_wait(&c->q_cond, &c->q_lock);
+	pthread_mutex_unlock(&c->q_lock);
+	coll_drop(k);
+	free(k);
+}
+
+/*
+ * The progress thread of an asynchronous communicator: the host's side
+ * of its collectives, in the order they were called. It never takes
+ * d->lock nor comm->lock: a caller holding them may be waiting, in a
+ * submission, for a job that waits for this thread.
+ */
+static void *progress_main(void *arg)
+{
+	rbln_comm *c = arg;
+	struct coll *k;
+
+	pthread_mutex_lock(&c->q_lock);
+	for (;;) {
+		while (!c->q_head && !c->stop)
+			pthread_cond_wait(&c->q_cond, &c->q_lock);
+		k = c->q_head;
+		if (!k)
+			break;
+		c->q_head = k->next;
+		pthread_mutex_unlock(&c->q_lock);
+		progress_run(k);
+		pthread_mutex_lock(&c->q_lock);
+	}
+	pthread_mutex_unlock(&c->q_lock);
+	return NULL;
+}
+
+/*
+ * Queueing @k's device work failed with @st after @h went to the progress
+ * thread: it is told so, and woken where it waits for a job never queued.
+ */
+static void queue_failed(struct coll *k, struct coll *h, rbln_status st)
+{
+	int64_t i;
+
+	__atomic_store_n(&h->queue_failed, st, __ATOMIC_RELEASE);
+	for (i = 0; i < k->chunks * k->phases; i++)
+		if (k->need[i] == UINT64_MAX)
+			drmSyncobjSignal(rbln_drm_fd(k->d->drm), &k->syncs[i], 1);
+}
+
+/*
+ * Asynchronous: hands @k to the progress thread, then queues the device's
+ * part, every job that needs a host step waiting for it on the device,
+ * and a last job that waits for the settling. The thread has it first: a
+ * call that queues more jobs than the device keeps in flight waits for
+ * the first ones, which wait for the thread. @st: this rank's own check;
+ * a call that failed it still goes there, so that the others learn of
+ * it, and returns the failure.
+ */
+static rbln_status queue_async(struct coll *k, rbln_status st)
+{
+	rbln_comm *c = k->comm;
+	unsigned int slot;
+	struct coll *h, **pp;
+
+	h = malloc(sizeof(*h));
+	if (!h) {
+		unprepare(k);
+		coll_drop(k);
 		return rbln_fail(RBLN_ERROR_OUT_OF_MEMORY, "%s: out of host memory",
 				 rbln_coll_names[k->kind]);
-	/* The peer path takes every call with data (rbln_peer_collective()) and folds elsewhere. */
-	if (!rbln_coll_is_reduction(k->kind) || size == 1 || k->comm->peer)
-		return RBLN_OK;
-	ret = rbln_allocator_alloc(k->d->alloc, 2 * (uint64_t)size * part_of(k, k->m) * k->esize,
-				   0, &k->fold,
-				   msg, sizeof(msg));
-	if (ret)
-		return rbln_fail(rbln_errno_status(ret), "%s: rbln:%d: %s", rbln_coll_names[k->kind],
-				 k->comm->device, msg);
-	return RBLN_OK;
+	}
+	if (!st) {
+		/* A word per collective in flight: fewer than the jobs a device has in flight. */
+		slot = c->seq++ % (c->words->size / sizeof(uint64_t));
+		k->word = (uint64_t *)c->words->cpu + slot;
+		k->word_va = c->words->va + slot * sizeof(uint64_t);
+		k->word_bo = c->words->handle;
+		__atomic_store_n(k->word, 0, __ATOMIC_RELAXED);
+		k->planned = true;
+	}
+	k->st = st;
+	if (st)
+		snprintf(k->why, sizeof(k->why), "%s", rbln_last_error());
+	*h = *k;
+	pthread_mutex_lock(&c->q_lock);
+	for (pp = &c->q_head; *pp; pp = &(*pp)->next)
+		;
+	*pp = h;
+	pthread_cond_broadcast(&c->q_cond);
+	pthread_mutex_unlock(&c->q_lock);
+
+	if (!st) {
+		pthread_mutex_lock(&k->d->lock);
+		k->last = k->d->point;	/* what used the communicator's staging buffers before */
+		pthread_mutex_unlock(&k->d->lock);
+		run(k);
+		st = k->local;
+		if (!st)
+			st = queue_copies(k, final_step(k), NULL, 0);
+		if (st)
+			queue_failed(k, h, st);
+		if (k->n) {
+			rbln_shard_used(&k->in->shards[0], k->last_in);
+			rbln_shard_used(&k->out->shards[0], k->last);
+		}
+	}
+	unprepare(k);
+	pthread_mutex_lock(&c->q_lock);
+	h->queued = true;
+	pthread_cond_broadcast(&c->q_cond);
+	pthread_mutex_unlock(&c->q_lock);
+	return st;
 }
 
 /* @k as the peer path takes it. */
@@ -1029,6 +1424,7 @@ static rbln_status collective(struct coll *k)
 	if (!comm_ok(comm, rbln_coll_names[k->kind]))
 		return RBLN_ERROR_INVALID;
 	k->d = comm->dev;
+	k->async = comm->async;
 	pthread_mutex_lock(&comm->lock);
 	st = comm_usable(comm, rbln_coll_names[k->kind]);
 	if (!st && rbln_peer_is_local(comm->peer)) {
@@ -1043,7 +1439,8 @@ static rbln_status collective(struct coll *k)
 	}
 	st = check_args(k);
 	if (!st) {
-		k->esize = rbln_dtype_size(k->in->dtype);
+		k->dtype = k->in->dtype;
+		k->esize = rbln_dtype_size(k->dtype);
 		/* A gathered chunk holds every rank's part in one staging buffer. */
 		k->m = RBLN_STAGING_CHUNK / k->esize / (is_gathered(k->kind) ? comm->size : 1);
 		/* An all-reduce's chunk is those parts, a segment for each rank to fold. */
@@ -1054,22 +1451,29 @@ static rbln_status collective(struct coll *k)
 		if (!k->m)
 			st = rbln_fail(RBLN_ERROR_UNSUPPORTED, "%s: %d ranks: a chunk holds %u bytes",
 				       rbln_coll_names[k->kind], comm->size, RBLN_STAGING_CHUNK);
+		k->chunks = k->m ? (k->n + k->m - 1) / k->m : 0;
+		k->phases = two_phase(k) ? 2 : 1;
 	}
 	if (!st)
 		st = prepare(k);
+	if (k->async) {
+		st = queue_async(k, st);
+		pthread_mutex_unlock(&comm->lock);
+		return st;
+	}
 	st = agree(k, st);
 	if (!st && comm->peer && rbln_peer_collective(comm->peer, peer_args(k, &pa), &st)) {
 		/* NPU to NPU: done. After a timeout there, unusable as after one here. */
 		if (st == RBLN_ERROR_TIMEOUT)
-			snprintf(comm->broken, sizeof(comm->broken), "%s", rbln_last_error());
+			comm_break(comm);
 	} else if (!st) {
-		st = settle(k, run(k));
+		run(k);
+		st = settle(k, outcome(k));
 		rbln_shard_used(&k->in->shards[0], k->last_in);
 		rbln_shard_used(&k->out->shards[0], k->last);
 	}
-	if (k->fold)
-		rbln_allocator_free(k->d->alloc, k->fold, k->last, 0);
-	free(k->spans);
+	unprepare(k);
+	coll_drop(k);
 	pthread_mutex_unlock(&comm->lock);
 	return st;
 }
@@ -1139,5 +1543,7 @@ rbln_comm *rbln_comm_new_local(int rank, int size, int device, struct rbln_dev *
 	c->peer = p;
 	c->timeout_ms = timeout_ms;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->q_lock, NULL);
+	pthread_cond_init(&c->q_cond, NULL);
 	return c;
 }

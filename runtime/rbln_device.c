@@ -157,6 +157,7 @@ static void registry_init(void)
 	for (i = 0; i < device_count; i++) {
 		devices[i].once = (pthread_once_t)PTHREAD_ONCE_INIT;
 		pthread_mutex_init(&devices[i].lock, NULL);
+		pthread_mutex_init(&devices[i].async_lock, NULL);
 	}
 	group_devices();
 }

@@ -104,6 +104,14 @@ struct rbln_dev {
 	int64_t lazy_host_bytes, lazy_tensors, lazy_materializations;
 	int64_t device_bytes;		/* tensor data in device memory */
 	int64_t offloaded_bytes;	/* lazy bytes that are file-backed */
+	/*
+	 * A collective that failed after its call returned (rbln_comm.c's
+	 * progress thread), for the next rbln_synchronize(). Its own lock:
+	 * the progress thread never takes d->lock.
+	 */
+	pthread_mutex_t async_lock;
+	rbln_status async_status;
+	char async_error[512];
 };
 
 /* An object of another member imported into a device's file, and its users. */
@@ -235,7 +243,8 @@ void rbln_dtype_encode(rbln_dtype dtype, double v, void *dst);
 double rbln_dtype_decode(rbln_dtype dtype, const void *src);
 
 /* Host buffers and jobs (rbln_job.c) */
-rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size, struct rbln_host_buf **out);
+RBLN_INTERNAL rbln_status rbln_host_buf_new(struct rbln_dev *d, uint64_t size,
+					    struct rbln_host_buf **out);
 RBLN_INTERNAL void rbln_host_buf_release(struct rbln_dev *d, struct rbln_host_buf *b,
 					 uint64_t point);
 /*
@@ -263,10 +272,17 @@ rbln_status rbln_submit_locked(struct rbln_dev *d, uint64_t va, uint32_t len, co
 rbln_status rbln_last_job_fence(struct rbln_dev *d, int *fd);
 /* Waits for @point, and reports a job that failed since the last report. */
 RBLN_INTERNAL rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point);
+/*
+ * Binary syncobj @handle gets the fence of submitted @point, for a thread
+ * that must wait for it without d->lock; signalled if @point is long done.
+ */
+RBLN_INTERNAL rbln_status rbln_point_syncobj(struct rbln_dev *d, uint64_t point, uint32_t handle);
+/* Notes @st, with rbln_last_error(), as @d's error for the next rbln_synchronize(). */
+RBLN_INTERNAL void rbln_async_fail(struct rbln_dev *d, rbln_status st);
 /* Waits for @point to be done, failed or not. */
 rbln_status rbln_wait_done(struct rbln_dev *d, uint64_t point);
 bool rbln_point_done(struct rbln_dev *d, uint64_t point);
-void rbln_reap_locked(struct rbln_dev *d);
+RBLN_INTERNAL void rbln_reap_locked(struct rbln_dev *d);
 
 /*
  * Graph capture (rbln_graph.c). The capture of the calling thread, if it

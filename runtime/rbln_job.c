@@ -15,6 +15,7 @@
  */
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -298,6 +299,33 @@ rbln_status rbln_last_job_fence(struct rbln_dev *d, int *fd)
 	}
 	pthread_mutex_unlock(&d->lock);
 	return st;
+}
+
+rbln_status rbln_point_syncobj(struct rbln_dev *d, uint64_t point, uint32_t handle)
+{
+	int fd = rbln_drm_fd(d->drm), ret;
+
+	pthread_mutex_lock(&d->lock);
+	/* Its slot holds a later point once @point + RBLN_SYNC_SLOTS is submitted, when it was done. */
+	if (!point || d->point - point >= RBLN_SYNC_SLOTS)
+		ret = drmSyncobjSignal(fd, &handle, 1);
+	else
+		ret = drmSyncobjTransfer(fd, handle, 0, slot_of(d, point), 0, 0);
+	pthread_mutex_unlock(&d->lock);
+	if (ret)
+		return rbln_fail(RBLN_ERROR_DEVICE, "cannot hand a fence over: %s", strerror(errno));
+	return RBLN_OK;
+}
+
+void rbln_async_fail(struct rbln_dev *d, rbln_status st)
+{
+	pthread_mutex_lock(&d->async_lock);
+	/* The first failure is the one to report: later ones may follow from it. */
+	if (!d->async_status) {
+		d->async_status = st;
+		snprintf(d->async_error, sizeof(d->async_error), "%s", rbln_last_error());
+	}
+	pthread_mutex_unlock(&d->async_lock);
 }
 
 rbln_status rbln_wait_point(struct rbln_dev *d, uint64_t point)

@@ -6,8 +6,9 @@
  * A device keeps a small pool of staging buffers; a copy takes one per
  * chunk, a DMA job fills or drains it, and it goes back to the pool once
  * that job is done. Tensors copy whole ranges here with two chunks in
- * flight; collectives take buffers and queue DMA jobs themselves, since
- * their host side is the network's.
+ * flight; collectives take buffers and queue the jobs chunk by chunk,
+ * since their host side is the network's, each job perhaps waiting on
+ * the device for the host to have done its part.
  */
 
 #include <stdlib.h>
@@ -118,58 +119,55 @@ rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_buf **out)
 	return RBLN_OK;
 }
 
-/* The objects a job of @spans uses, with @b's, in @bos (distinct, at most @cap): how many. */
-static uint32_t span_bos(const struct rbln_staging_span *spans, int n, struct rbln_host_buf *b,
-			 uint32_t *bos, uint32_t cap)
+/* Adds @bo to the @n distinct objects of @bos: how many there are then. */
+static int add_bo(uint32_t *bos, int n, uint32_t bo)
 {
-	uint32_t nbos = 0, k;
-	int i;
-
-	bos[nbos++] = b->handle;
-	for (i = 0; i < n; i++) {
-		for (k = 0; k < nbos && bos[k] != spans[i].bo; k++)
-			;
-		if (k == nbos && nbos < cap)
-			bos[nbos++] = spans[i].bo;
-	}
-	return nbos;
+	for (int i = 0; i < n; i++)
+		if (bos[i] == bo)
+			return n;
+	bos[n] = bo;
+	return n + 1;
 }
 
-rbln_status rbln_staging_dma(struct rbln_dev *d, struct rbln_host_buf *b,
-			     const struct rbln_staging_span *spans, int n, bool to_device,
-			     uint64_t *point)
+rbln_status rbln_staging_jobs(struct rbln_dev *d, const struct rbln_copy *cp, int n,
+			      const struct rbln_copy_guard *guard, uint64_t *point)
 {
 	const uint32_t pkt = sizeof(struct rbln_pkt_dma_copy);
-	uint32_t bos[RBLN_MAX_MEMBERS + 1], nbos;
-	int per = d->max_cmd / pkt, done, cnt, i;
+	uint32_t head = guard ? sizeof(struct rbln_pkt_wait) : 0, len;
+	int per = (d->max_cmd - head) / pkt, done = 0, cnt, nbos, more, i;
+	uint32_t bos[RBLN_MAX_MEMBERS + 2];
 	rbln_status st = RBLN_OK;
-	struct rbln_drm_cmd c;
-	uint64_t cmd_va;
-	void *cmd;
+	struct rbln_drm_cmd cmd;
+	uint64_t va;
+	void *cpu;
 
-	for (done = 0; done < n && !st; done += cnt) {
-		cnt = n - done < per ? n - done : per;
-		/* Objects a job lists are its whole bo list: split where they would not fit. */
-		while (span_bos(spans + done, cnt, b, bos, RBLN_MAX_MEMBERS + 1) > RBLN_MAX_MEMBERS)
-			cnt--;
-		nbos = span_bos(spans + done, cnt, b, bos, RBLN_MAX_MEMBERS);
+	if (!n && !guard)
+		return RBLN_OK;
+	do {
+		/* As many copies as a command buffer holds and a job's object list. */
+		nbos = guard ? add_bo(bos, 0, guard->bo) : 0;
+		for (cnt = 0; done + cnt < n && cnt < per; cnt++) {
+			more = add_bo(bos, add_bo(bos, nbos, cp[done + cnt].dst_bo),
+				      cp[done + cnt].src_bo);
+			if (more > RBLN_MAX_MEMBERS && cnt)
+				break;
+			nbos = more;
+		}
+		len = head + cnt * pkt;
 		pthread_mutex_lock(&d->lock);
-		st = rbln_ring_reserve_locked(d, cnt * pkt, &cmd, &cmd_va);
+		st = rbln_ring_reserve_locked(d, len, &cpu, &va);
 		if (!st) {
-			rbln_drm_cmd_init(&c, cmd, cnt * pkt);
-			for (i = done; i < done + cnt; i++) {
-				uint64_t host = b->va + spans[i].at;
-
-				if (to_device)
-					rbln_drm_cmd_dma_copy(&c, spans[i].va, host, spans[i].bytes);
-				else
-					rbln_drm_cmd_dma_copy(&c, host, spans[i].va, spans[i].bytes);
-			}
-			st = rbln_ring_submit_locked(d, cmd_va, c.len, bos, nbos, point);
+			rbln_drm_cmd_init(&cmd, cpu, len);
+			if (guard)
+				rbln_drm_cmd_wait(&cmd, guard->va, guard->value);
+			for (i = done; i < done + cnt; i++)
+				rbln_drm_cmd_dma_copy(&cmd, cp[i].dst, cp[i].src, cp[i].bytes);
+			st = rbln_ring_submit_locked(d, va, cmd.len, bos, nbos, point);
 		}
 		rbln_reap_locked(d);
 		pthread_mutex_unlock(&d->lock);
-	}
+		done += cnt;
+	} while (!st && done < n);
 	return st;
 }
 
@@ -235,8 +233,8 @@ rbln_status rbln_staging_copy(struct rbln_dev *d, uint32_t bo, uint64_t va, bool
 {
 	struct rbln_pending_copy held[2] = { { 0 }, { 0 } };
 	uint64_t inflight[2] = { 0, 0 }, point = 0;
-	struct rbln_staging_span span;
 	struct rbln_host_buf *stage;
+	struct rbln_copy cp;
 	size_t off, n, i;
 	rbln_status st;
 
@@ -260,8 +258,9 @@ rbln_status rbln_staging_copy(struct rbln_dev *d, uint32_t bo, uint64_t va, bool
 			memcpy(stage->cpu, (char *)host + off, n);
 		if (to_device && cold)
 			rbln_offload_cold(host, off, n);
-		span = (struct rbln_staging_span){ .bo = bo, .va = va + off, .at = 0, .bytes = n };
-		st = rbln_staging_dma(d, stage, &span, 1, to_device, &point);
+		cp = to_device ? (struct rbln_copy){ bo, stage->handle, va + off, stage->va, n } :
+				 (struct rbln_copy){ stage->handle, bo, stage->va, va + off, n };
+		st = rbln_staging_jobs(d, &cp, 1, NULL, &point);
 		if (to_device || st) {
 			pthread_mutex_lock(&d->lock);
 			rbln_host_buf_release(d, stage, st ? 0 : point);

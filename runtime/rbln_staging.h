@@ -6,7 +6,7 @@
  * Device memory is not CPU-mappable: every byte the host reads or writes
  * goes by a DMA job through a host buffer object, a staging buffer. Two
  * users: tensors (rbln_staging_copy(), a whole range with two chunks in
- * flight) and collectives (rbln_staging_get() and rbln_staging_dma(),
+ * flight) and collectives (rbln_staging_get() and rbln_staging_jobs(),
  * chunk by chunk, while the network works on the host side of another).
  */
 #ifndef RBLN_STAGING_H
@@ -33,23 +33,26 @@ RBLN_INTERNAL rbln_status rbln_staging_get(struct rbln_dev *d, struct rbln_host_
  */
 bool rbln_staging_recycle_locked(struct rbln_dev *d, struct rbln_host_buf *b);
 
-/* One stretch of a DMA job: @bytes at device address @va of object @bo, at @at of the buffer. */
-struct rbln_staging_span {
+/* A copy a job makes: @bytes from @src (in object @src_bo) to @dst (in @dst_bo). */
+struct rbln_copy {
+	uint32_t dst_bo, src_bo;
+	uint64_t dst, src, bytes;
+};
+
+/* A WAIT (docs/isa.md) for the word at @va of object @bo to reach @value. */
+struct rbln_copy_guard {
 	uint32_t bo;
-	uint64_t va;
-	size_t at;
-	size_t bytes;
+	uint64_t va, value;
 };
 
 /*
- * Queues the copies of the @n spans between device memory and host
- * buffer @b (@to_device: from @b), in order with @d's other work, as one
- * job or a few (as many packets as a command buffer holds each). *@point
- * gets the last job's point; @b stays the caller's.
+ * Queues the @n copies of @cp in order with @d's other work, in as few
+ * jobs as command buffers and object lists allow, each headed by @guard
+ * if not NULL (with no copies, one job of the guard alone). *@point gets
+ * the last job's point.
  */
-RBLN_INTERNAL rbln_status rbln_staging_dma(struct rbln_dev *d, struct rbln_host_buf *b,
-			     const struct rbln_staging_span *spans, int n, bool to_device,
-			     uint64_t *point);
+RBLN_INTERNAL rbln_status rbln_staging_jobs(struct rbln_dev *d, const struct rbln_copy *cp, int n,
+					    const struct rbln_copy_guard *guard, uint64_t *point);
 
 /*
  * Copies @bytes between device address @va (of object @bo) and host

@@ -919,6 +919,13 @@ rbln_status rbln_synchronize(int device)
 		pthread_mutex_unlock(&d->lock);
 		s = finish_to(d, point);
 		st = st ? st : s;
+		/* A collective that failed after its call returned (rbln_comm.c): done by now. */
+		pthread_mutex_lock(&d->async_lock);
+		if (d->async_status && !st) {
+			st = rbln_fail(d->async_status, "%s", d->async_error);
+			d->async_status = RBLN_OK;
+		}
+		pthread_mutex_unlock(&d->async_lock);
 	}
 	return st;
 }
