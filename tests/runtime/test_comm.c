@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -89,6 +90,27 @@ int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
 		_exit(0);
 	return PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, c, req);
 }
+
+/*
+ * test_comm --async (test_comm_async): MPI_THREAD_MULTIPLE, with which
+ * the library runs the host's side of a staged collective in a progress
+ * thread. A call then returns once the device's part is queued, and a
+ * failure found later comes with the next rbln_synchronize(): the cases
+ * call the collectives through done(), which waits for their outcome
+ * either way (a parenthesized name calls one without it).
+ */
+static bool async_run;
+
+static rbln_status done(rbln_status st)
+{
+	return st || !async_run ? st : rbln_synchronize(device);
+}
+#define rbln_all_reduce(...)		done(rbln_all_reduce(__VA_ARGS__))
+#define rbln_all_gather(...)		done(rbln_all_gather(__VA_ARGS__))
+#define rbln_reduce_scatter(...)	done(rbln_reduce_scatter(__VA_ARGS__))
+#define rbln_broadcast(...)		done(rbln_broadcast(__VA_ARGS__))
+#define rbln_send(...)			done(rbln_send(__VA_ARGS__))
+#define rbln_recv(...)			done(rbln_recv(__VA_ARGS__))
 
 /* Element counts of a rank's part: empty, one, odd and not a multiple of the ranks. */
 static const int64_t sizes[] = { 0, 1, 7, 1001 };
@@ -235,15 +257,18 @@ static uint64_t hash_words(const void *p, size_t n)
 }
 
 /*
- * 64 MiB of f32 a rank, the largest size of the issue: 32 chunks of 2 MiB
- * through the pipeline. Every rank must hold the same bits, so rank 0
- * checks its result against the CPU's folds, bit for bit, and the others
- * theirs against a hash of rank 0's: the CPU folds 16 Mi elements once,
- * not on every rank (under TCG that was half the case's time).
+ * 80 MiB of f32 a rank, more than the issue's largest size (64 MiB): 40
+ * chunks of 2 MiB through the pipeline, some 280 jobs, so that an
+ * asynchronous call queues more than the device keeps in flight and waits
+ * for the first ones, which wait for the progress thread. Every rank must
+ * hold the same bits, so rank 0 checks its result against the CPU's
+ * folds, bit for bit, and the others theirs against a hash of rank 0's:
+ * the CPU folds 20 Mi elements once, not on every rank (under TCG that
+ * was half the case's time).
  */
 static bool test_all_reduce_large(void)
 {
-	const int64_t n = 16 << 20;
+	const int64_t n = 20 << 20;
 	rbln_tensor *in = input(RBLN_F32, rank, n, 12), *out = output(RBLN_F32, n);
 	rbln_status st = RBLN_ERROR_INVALID;
 	uint64_t mine = 0, rank0;
@@ -473,7 +498,7 @@ static bool ordered_case(rbln_dtype dt, int64_t n, uint32_t salt)
 	CHECK(x);
 	y = rbln_neg(x);
 	CHECK(y);
-	st = rbln_all_reduce(y, y, RBLN_MAX, comm);
+	st = (rbln_all_reduce)(y, y, RBLN_MAX, comm);
 	if (st)
 		return FAIL("rbln_all_reduce: %s", rbln_status_name(st));
 	z = rbln_neg(y);
@@ -492,6 +517,116 @@ static bool test_ordered_with_device_work(void)
 {
 	return ordered_case(RBLN_F32, two_reduce_chunks(RBLN_F32), 71) &
 	       ordered_case(RBLN_BF16, 1001, 72) & ordered_case(RBLN_I32, 1001, 73);
+}
+
+/*
+ * Many collectives queued at once, with no synchronization between them:
+ * sixteen in-place all-reduces of two chunks, more jobs than a device has
+ * in flight, so that the calls wait for the first ones to be done. The
+ * values stay exact: rank r holds r + 1, and every fold of the sums,
+ * 5 << k, is one too.
+ */
+static bool test_queued_back_to_back(void)
+{
+	const int64_t n = two_reduce_chunks(RBLN_F32);
+	rbln_tensor *t = rbln_tensor_full(&n, 1, RBLN_F32, rank + 1, device);
+	double want = nranks * (nranks + 1) / 2;
+	bool ok = true;
+	float *got;
+	int64_t i;
+	int k;
+
+	CHECK(t && rbln_tensor_materialize(t) == RBLN_OK);
+	for (k = 0; k < 16 && ok; k++) {
+		if ((rbln_all_reduce)(t, t, RBLN_SUM, comm))
+			ok = FAIL("rbln_all_reduce %d", k);
+		want *= k ? nranks : 1;
+	}
+	CHECK(rbln_synchronize(device) == RBLN_OK);
+	got = data_of(t);
+	CHECK(got);
+	for (i = 0; i < n && ok; i++)
+		if (got[i] != (float)want)
+			ok = FAIL("element %lld: %g, expected %g", (long long)i, got[i], want);
+	free(got);
+	rbln_tensor_free(t);
+	return ok;
+}
+
+/*
+ * Asynchronous, a call returns once the device's part is queued: rank 0
+ * calls first and tells the others (over MPI_COMM_WORLD, not the
+ * communicator's) that its call returned, and only then do they call.
+ * Synchronous, rank 0 would still be waiting for them.
+ */
+static bool test_returns_before_the_others(void)
+{
+	const int64_t n = two_reduce_chunks(RBLN_F32);
+	rbln_tensor *a = input(RBLN_F32, rank, n, 80), *b = output(RBLN_F32, n);
+	int token = 0, flag = 0, r;
+	MPI_Request req;
+	bool ok = true;
+	double t0;
+	void *got;
+
+	CHECK(a && b);
+	if (rank == 0) {
+		CHECK((rbln_all_reduce)(a, b, RBLN_SUM, comm) == RBLN_OK);
+		for (r = 1; r < nranks; r++)
+			MPI_Send(&token, 1, MPI_INT, r, 99, MPI_COMM_WORLD);
+	} else {
+		MPI_Irecv(&token, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, &req);
+		for (t0 = MPI_Wtime(); !flag && MPI_Wtime() - t0 < 30;)
+			MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+		if (!flag) {
+			MPI_Cancel(&req);
+			MPI_Wait(&req, MPI_STATUS_IGNORE);
+			ok = FAIL("rank 0's call did not return in 30 s without the others");
+		}
+		CHECK((rbln_all_reduce)(a, b, RBLN_SUM, comm) == RBLN_OK);
+	}
+	got = data_of(b);
+	CHECK(got);
+	ok &= MATCH(got, RBLN_F32, n, folded(RBLN_BINARY_ADD, RBLN_F32, nranks, _k, 80));
+	free(got);
+	CHECK(rbln_synchronize(device) == RBLN_OK);
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	return ok;
+}
+
+/*
+ * A rank that comes 3 s late, more than the device's job timeout
+ * (test_comm_async's guest has job_timeout_ms=1000): asynchronous, the
+ * others' jobs wait on the device all that time, and the driver keeps
+ * them because the progress thread's heartbeat moves their word. The
+ * job queued after the collective must run after it, with no error.
+ */
+static bool test_late_rank(void)
+{
+	const int64_t n = two_reduce_chunks(RBLN_F32);
+	rbln_tensor *a = input(RBLN_F32, rank, n, 81), *b = output(RBLN_F32, n), *y = NULL;
+	struct timespec late = { .tv_sec = 3 };
+	bool ok = true;
+	void *got;
+
+	CHECK(a && b);
+	/* Lateness is what this case is about: the rank is busy elsewhere. */
+	if (rank == 1)
+		nanosleep(&late, NULL);
+	CHECK((rbln_all_reduce)(a, b, RBLN_SUM, comm) == RBLN_OK);
+	y = rbln_neg(b);
+	CHECK(y);
+	if (rbln_synchronize(device))
+		ok = FAIL("rbln_synchronize");
+	got = data_of(b);
+	CHECK(got);
+	ok &= MATCH(got, RBLN_F32, n, folded(RBLN_BINARY_ADD, RBLN_F32, nranks, _k, 81));
+	free(got);
+	rbln_tensor_free(y);
+	rbln_tensor_free(a);
+	rbln_tensor_free(b);
+	return ok;
 }
 
 /* Does the last error contain @text? */
@@ -793,6 +928,15 @@ static bool test_staging_in_memory_stats(void)
 	/* input() copied through them: the pool holds some. */
 	CHECK(s0.staging.current > 0 && s0.staging.peak == s0.staging.current);
 	CHECK(rbln_all_reduce(a, a, RBLN_SUM, c) == RBLN_OK);
+	if (async_run) {
+		/* Its progress thread's staging buffers are the communicator's while it lives. */
+		CHECK(rbln_memory_stats(device, &s1) == RBLN_OK);
+		if (s1.staging.current <= s0.staging.current)
+			ok = FAIL("staging: %lld current (%lld before) with the communicator",
+				  (long long)s1.staging.current, (long long)s0.staging.current);
+		CHECK(rbln_comm_free(c) == RBLN_OK);
+		c = NULL;
+	}
 	CHECK(rbln_synchronize(device) == RBLN_OK);
 	CHECK(rbln_memory_stats(device, &s1) == RBLN_OK);
 	/* A chunk in MPI's hands, the next being fetched, and the one MPI receives into. */
@@ -932,8 +1076,12 @@ static bool test_failure_midway(void)
 	if (rank == 1)
 		CHECK(inject("dma"));
 	st = rbln_all_reduce(a, b, RBLN_SUM, comm);
-	ok = rejected(st, RBLN_ERROR_DEVICE, rank == 1, "work",
-		      "rbln_all_reduce: rank 1 failed midway: the result is not valid");
+	/* Asynchronous, rank 1 may find its failure while it queues the device's part. */
+	if (async_run && rank != 1 && strstr(rbln_last_error(), "rank 1 cannot take part: "))
+		ok = rejected(st, RBLN_ERROR_DEVICE, false, "", "work");
+	else
+		ok = rejected(st, RBLN_ERROR_DEVICE, rank == 1, "work",
+			      "rbln_all_reduce: rank 1 failed midway: the result is not valid");
 	rbln_tensor_free(a);
 	rbln_tensor_free(b);
 	return ok;
@@ -1074,6 +1222,9 @@ static const struct {
 	{ "broadcast", test_broadcast },
 	{ "send_recv", test_send_recv },
 	{ "ordered_with_device_work", test_ordered_with_device_work },
+	{ "queued_back_to_back", test_queued_back_to_back },
+	{ "returns_before_the_others", test_returns_before_the_others },
+	{ "late_rank", test_late_rank },
 	{ "mismatched_dtype", test_mismatched_dtype },
 	{ "mismatched_size", test_mismatched_size },
 	{ "mismatched_op_and_collective", test_mismatched_op_and_collective },
@@ -1097,7 +1248,17 @@ int main(int argc, char **argv)
 	MPI_Comm local;
 	double t0;
 
-	MPI_Init(&argc, &argv);
+	async_run = argc > 1 && !strcmp(argv[1], "--async");
+	if (async_run) {
+		MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &i);
+		if (i != MPI_THREAD_MULTIPLE) {
+			printf("Bail out! MPI_THREAD_MULTIPLE needed, MPI gives %d\n", i);
+			MPI_Finalize();
+			return 1;
+		}
+	} else {
+		MPI_Init(&argc, &argv);
+	}
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 	/* One NPU per rank of a host. */
@@ -1127,6 +1288,12 @@ int main(int argc, char **argv)
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
 	for (i = 0; i < ncases; i++) {
+		if (cases[i].fn == test_returns_before_the_others && !async_run) {
+			if (!rank)
+				printf("ok %d %s # SKIP synchronous: a call waits for the others\n",
+				       i + 1, cases[i].name);
+			continue;
+		}
 		t0 = MPI_Wtime();
 		mine = cases[i].fn();
 		MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, live);
