@@ -1554,6 +1554,23 @@ static void mover_stop(struct mover *m)
 }
 
 /*
+ * A WAIT for FAR on a host word at 0 whose job then writes AFTER to
+ * @out's word 1: commands [0, *@end) of @f, whose objects are @bos
+ * (word, out); not submitted.
+ */
+static void moving_wait_new(struct __test_metadata *_metadata, struct file *f,
+			    struct rbln_test_buf *word, struct rbln_test_buf *out, uint32_t *bos,
+			    uint32_t *end)
+{
+	ASSERT_EQ(0, rbln_test_buf_new(f->dev, 4096, RBLN_BO_HOST, 0, word));
+	ASSERT_EQ(0, rbln_test_buf_new(f->dev, 4096, RBLN_BO_HOST, 0, out));
+	bos[0] = word->handle;
+	bos[1] = out->handle;
+	word_set(word->cpu, 0);
+	*end = wait_emit(f, 0, out->va, 0, word->va, FAR);
+}
+
+/*
  * A WAIT whose word the host moves, every 150 ms for 2 s (four job
  * timeouts), makes progress: it is not reset at its timeouts, and once
  * released its job completes.
@@ -1569,12 +1586,7 @@ TEST(wait_kept_while_its_word_moves)
 
 	ASSERT_LT(0, job_ms);
 	ASSERT_EQ(0, file_open(&f, 0, 4096));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
-	bos[0] = word.handle;
-	bos[1] = out.handle;
-	word_set(word.cpu, 0);
-	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
+	moving_wait_new(_metadata, &f, &word, &out, bos, &end);
 	resets = rbln_test_attr(0, "reset_count");
 	t0 = rbln_test_now_ms();
 	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
@@ -1610,12 +1622,7 @@ TEST(wait_reset_once_its_word_stops)
 
 	ASSERT_LT(0, job_ms);
 	ASSERT_EQ(0, file_open(&f, 0, 4096));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
-	bos[0] = word.handle;
-	bos[1] = out.handle;
-	word_set(word.cpu, 0);
-	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
+	moving_wait_new(_metadata, &f, &word, &out, bos, &end);
 	end2 = wait_emit(&f, end, out.va, 1, word.va, 0);
 	ASSERT_NE(0, end2);
 	resets = rbln_test_attr(0, "reset_count");
@@ -1660,12 +1667,7 @@ TEST(wait_kept_no_longer_than_wait_timeout)
 	ASSERT_LE(2 * job_ms, cap_ms) TH_LOG("run with a wait_timeout_ms of a few job timeouts");
 	ASSERT_GE(8 * job_ms, cap_ms) TH_LOG("run with a wait_timeout_ms of a few job timeouts");
 	ASSERT_EQ(0, file_open(&f, 0, 4096));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
-	bos[0] = word.handle;
-	bos[1] = out.handle;
-	word_set(word.cpu, 0);
-	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
+	moving_wait_new(_metadata, &f, &word, &out, bos, &end);
 	end2 = wait_emit(&f, end, out.va, 1, word.va, 0);
 	ASSERT_NE(0, end2);
 	resets = rbln_test_attr(0, "reset_count");
@@ -1714,15 +1716,10 @@ TEST(moving_wait_keeps_nothing_else)
 	ASSERT_LE(2 * job_ms, cap_ms);
 	ASSERT_EQ(0, file_open(&f, 0, 4096));
 	ASSERT_EQ(0, rbln_drm_queue_create(f.dev, RBLN_QUEUE_PRIORITY_NORMAL, &q2));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
+	moving_wait_new(_metadata, &f, &word, &out, bos, &end);
 	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &nop));
-	bos[0] = word.handle;
-	bos[1] = out.handle;
 
 	/* A hang on another ring while the WAIT moves: reset after one job timeout. */
-	word_set(word.cpu, 0);
-	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
 	resets = rbln_test_attr(0, "reset_count");
 	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
 	ASSERT_TRUE(parked(&f, &out, 0, w));
@@ -1811,12 +1808,7 @@ TEST(moving_wait_keeps_nothing_else)
 	/* The device goes while a WAIT on it moves. */
 	ASSERT_EQ(0, rbln_test_victim_get(&vic, FRESH_ID, 64));
 	ASSERT_EQ(0, file_open_victim(&f, &vic, 4096));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &word));
-	ASSERT_EQ(0, rbln_test_buf_new(f.dev, 4096, RBLN_BO_HOST, 0, &out));
-	bos[0] = word.handle;
-	bos[1] = out.handle;
-	word_set(word.cpu, 0);
-	end = wait_emit(&f, 0, out.va, 0, word.va, FAR);
+	moving_wait_new(_metadata, &f, &word, &out, bos, &end);
 	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
 	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
 	usleep((job_ms + job_ms / 2) * 1000);
