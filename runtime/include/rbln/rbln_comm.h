@@ -11,11 +11,14 @@
  * (a dtype, a size, a root, another collective) fails on every rank with
  * RBLN_ERROR_INVALID instead of hanging.
  *
- * Every collective returns once its data has left the host: what remains
- * is queued on the device, in order with its other work, and complete
- * after rbln_synchronize(). Collectives on one communicator must be called
- * in the same order on every rank; MPI must be initialized, with a thread
- * level for the way the program calls them. A rank that dies or stops
+ * A collective is ordered with the device's other work and complete after
+ * rbln_synchronize(). With MPI_THREAD_MULTIPLE a staged one returns once
+ * its device work is queued, a progress thread of the communicator doing
+ * the MPI part, and a failure found there comes with the next
+ * rbln_synchronize(); otherwise the call returns once its data has left
+ * the host. Collectives on one communicator must be called in the same
+ * order on every rank; MPI must be initialized, with a thread level for
+ * the way the program calls them. A rank that dies or stops
  * answering makes the others fail with RBLN_ERROR_TIMEOUT within the
  * communicator's timeout (rbln_comm_set_timeout()).
  */
