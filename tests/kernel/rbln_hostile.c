@@ -1571,6 +1571,22 @@ static void moving_wait_new(struct __test_metadata *_metadata, struct file *f,
 }
 
 /*
+ * Submits the WAIT of moving_wait_new() as *@w, and behind it on @f's
+ * queue a job whose own WAIT passes at once, writing AFTER to @out's word 3,
+ * as *@behind.
+ */
+static void moving_wait_submit(struct __test_metadata *_metadata, struct file *f,
+			       const struct rbln_test_buf *word, const struct rbln_test_buf *out,
+			       uint32_t *bos, uint32_t end, uint32_t *w, uint32_t *behind)
+{
+	uint32_t end2 = wait_emit(f, end, out->va, 1, word->va, 0);
+
+	ASSERT_NE(0, end2);
+	ASSERT_EQ(0, submit_at(f, f->queue, 0, end, bos, 2, w));
+	ASSERT_EQ(0, submit_at(f, f->queue, end, end2, bos, 2, behind));
+}
+
+/*
  * A WAIT whose word the host moves, every 150 ms for 2 s (four job
  * timeouts), makes progress: it is not reset at its timeouts, and once
  * released its job completes.
@@ -1614,7 +1630,7 @@ TEST(wait_kept_while_its_word_moves)
 TEST(wait_reset_once_its_word_stops)
 {
 	int64_t t0, t, job_ms = param_ms("job_timeout_ms");
-	uint32_t w, behind, end, end2, bos[2];
+	uint32_t w, behind, end, bos[2];
 	struct rbln_test_buf word, out;
 	long long resets;
 	struct mover m;
@@ -1623,12 +1639,9 @@ TEST(wait_reset_once_its_word_stops)
 	ASSERT_LT(0, job_ms);
 	ASSERT_EQ(0, file_open(&f, 0, 4096));
 	moving_wait_new(_metadata, &f, &word, &out, bos, &end);
-	end2 = wait_emit(&f, end, out.va, 1, word.va, 0);
-	ASSERT_NE(0, end2);
 	resets = rbln_test_attr(0, "reset_count");
 	t0 = rbln_test_now_ms();
-	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
-	ASSERT_EQ(0, submit_at(&f, f.queue, end, end2, bos, 2, &behind));
+	moving_wait_submit(_metadata, &f, &word, &out, bos, end, &w, &behind);
 	ASSERT_TRUE(parked(&f, &out, 0, w));
 	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(150), 2 * job_ms));
 	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, w, 10000));
@@ -1657,7 +1670,7 @@ TEST(wait_reset_once_its_word_stops)
 TEST(wait_kept_no_longer_than_wait_timeout)
 {
 	int64_t t0, t, job_ms = param_ms("job_timeout_ms"), cap_ms = param_ms("wait_timeout_ms");
-	uint32_t w, behind, end, end2, bos[2];
+	uint32_t w, behind, end, bos[2];
 	struct rbln_test_buf word, out;
 	long long resets;
 	struct mover m;
@@ -1668,12 +1681,9 @@ TEST(wait_kept_no_longer_than_wait_timeout)
 	ASSERT_GE(8 * job_ms, cap_ms) TH_LOG("run with a wait_timeout_ms of a few job timeouts");
 	ASSERT_EQ(0, file_open(&f, 0, 4096));
 	moving_wait_new(_metadata, &f, &word, &out, bos, &end);
-	end2 = wait_emit(&f, end, out.va, 1, word.va, 0);
-	ASSERT_NE(0, end2);
 	resets = rbln_test_attr(0, "reset_count");
 	t0 = rbln_test_now_ms();
-	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
-	ASSERT_EQ(0, submit_at(&f, f.queue, end, end2, bos, 2, &behind));
+	moving_wait_submit(_metadata, &f, &word, &out, bos, end, &w, &behind);
 	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
 	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, w, 4 * cap_ms));
 	t = rbln_test_now_ms();
