@@ -1509,51 +1509,6 @@ static int64_t param_ms(const char *name)
 }
 
 /*
- * A host thread moving a WAIT's word, as a collective's MPI progress
- * thread does: one more every @period_ms, below FAR, until @until_ms
- * (rbln_test_now_ms()), or until stopped if 0.
- */
-struct mover {
-	uint64_t *word;
-	int64_t period_ms;
-	int64_t until_ms;
-	volatile int stop;
-	int64_t last_ms;	/* when it last wrote */
-	unsigned int writes;
-	pthread_t thread;
-};
-
-static void *mover_run(void *p)
-{
-	struct mover *m = p;
-
-	while (!m->stop && (!m->until_ms || rbln_test_now_ms() < m->until_ms)) {
-		usleep(m->period_ms * 1000);
-		if (m->stop)
-			break;
-		word_set(m->word, ++m->writes);
-		m->last_ms = rbln_test_now_ms();
-	}
-	return NULL;
-}
-
-static int mover_start(struct mover *m, void *word, int64_t period_ms, int64_t for_ms)
-{
-	memset(m, 0, sizeof(*m));
-	m->word = word;
-	m->period_ms = period_ms;
-	m->until_ms = for_ms ? rbln_test_now_ms() + for_ms : 0;
-	m->last_ms = rbln_test_now_ms();
-	return pthread_create(&m->thread, NULL, mover_run, m);
-}
-
-static void mover_stop(struct mover *m)
-{
-	m->stop = 1;
-	pthread_join(m->thread, NULL);
-}
-
-/*
  * A WAIT for FAR on a host word at 0 whose job then writes AFTER to
  * @out's word 1: commands [0, *@end) of @f, whose objects are @bos
  * (word, out); not submitted.
@@ -1597,7 +1552,7 @@ TEST(wait_kept_while_its_word_moves)
 	struct rbln_test_buf word, out;
 	uint32_t w, end, bos[2];
 	long long resets;
-	struct mover m;
+	struct rbln_test_mover m;
 	struct file f;
 
 	ASSERT_LT(0, job_ms);
@@ -1607,7 +1562,7 @@ TEST(wait_kept_while_its_word_moves)
 	t0 = rbln_test_now_ms();
 	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
 	ASSERT_TRUE(parked(&f, &out, 0, w));
-	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(150), 4 * job_ms));
+	ASSERT_EQ(0, rbln_test_mover_start(&m, word.cpu, rbln_test_ms(150), 4 * job_ms));
 	pthread_join(m.thread, NULL);
 	TH_LOG("%u writes; still waiting after %lld ms", m.writes,
 	       (long long)(rbln_test_now_ms() - t0));
@@ -1633,7 +1588,7 @@ TEST(wait_reset_once_its_word_stops)
 	uint32_t w, behind, end, bos[2];
 	struct rbln_test_buf word, out;
 	long long resets;
-	struct mover m;
+	struct rbln_test_mover m;
 	struct file f;
 
 	ASSERT_LT(0, job_ms);
@@ -1643,10 +1598,10 @@ TEST(wait_reset_once_its_word_stops)
 	t0 = rbln_test_now_ms();
 	moving_wait_submit(_metadata, &f, &word, &out, bos, end, &w, &behind);
 	ASSERT_TRUE(parked(&f, &out, 0, w));
-	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(150), 2 * job_ms));
+	ASSERT_EQ(0, rbln_test_mover_start(&m, word.cpu, rbln_test_ms(150), 2 * job_ms));
 	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, w, 10000));
 	t = rbln_test_now_ms();
-	mover_stop(&m);
+	rbln_test_mover_stop(&m);
 	TH_LOG("%u writes, the last after %lld ms; reset %lld ms after it, %lld ms in",
 	       m.writes, (long long)(m.last_ms - t0), (long long)(t - m.last_ms),
 	       (long long)(t - t0));
@@ -1673,7 +1628,7 @@ TEST(wait_kept_no_longer_than_wait_timeout)
 	uint32_t w, behind, end, bos[2];
 	struct rbln_test_buf word, out;
 	long long resets;
-	struct mover m;
+	struct rbln_test_mover m;
 	struct file f;
 
 	ASSERT_LT(0, job_ms);
@@ -1684,10 +1639,10 @@ TEST(wait_kept_no_longer_than_wait_timeout)
 	resets = rbln_test_attr(0, "reset_count");
 	t0 = rbln_test_now_ms();
 	moving_wait_submit(_metadata, &f, &word, &out, bos, end, &w, &behind);
-	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
+	ASSERT_EQ(0, rbln_test_mover_start(&m, word.cpu, rbln_test_ms(100), 0));
 	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, w, 4 * cap_ms));
 	t = rbln_test_now_ms();
-	mover_stop(&m);
+	rbln_test_mover_stop(&m);
 	TH_LOG("reset after %lld ms of %u writes; wait_timeout_ms %lld, job_timeout_ms %lld",
 	       (long long)(t - t0), m.writes, (long long)cap_ms, (long long)job_ms);
 	EXPECT_LE(cap_ms, t - t0);
@@ -1718,7 +1673,7 @@ TEST(moving_wait_keeps_nothing_else)
 	uint32_t w, q2, end, bos[2];
 	long long resets;
 	uint64_t *moving;
-	struct mover m;
+	struct rbln_test_mover m;
 	struct file f;
 	pthread_t th;
 
@@ -1733,7 +1688,7 @@ TEST(moving_wait_keeps_nothing_else)
 	resets = rbln_test_attr(0, "reset_count");
 	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
 	ASSERT_TRUE(parked(&f, &out, 0, w));
-	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
+	ASSERT_EQ(0, rbln_test_mover_start(&m, word.cpu, rbln_test_ms(100), 0));
 	t0 = rbln_test_now_ms();
 	ASSERT_EQ(0, rbln_test_submit_hung_nop(f.dev, q2, &nop, rbln_test_dev_name(0), &hung));
 	EXPECT_EQ(-ETIMEDOUT, file_wait(&f, hung.handle, 4 * cap_ms));
@@ -1744,7 +1699,7 @@ TEST(moving_wait_keeps_nothing_else)
 	EXPECT_GT(job_ms * 8 / 5, t - t0);
 	EXPECT_EQ(resets + 1, rbln_test_attr(0, "reset_count"));
 	EXPECT_TRUE(rbln_test_pending(f.dev, w));
-	mover_stop(&m);
+	rbln_test_mover_stop(&m);
 	word_set(word.cpu, FAR);
 	EXPECT_EQ(1, file_wait(&f, w, 2000));
 	EXPECT_EQ(AFTER, ((uint32_t *)out.cpu)[1]);
@@ -1760,10 +1715,10 @@ TEST(moving_wait_keeps_nothing_else)
 	ASSERT_TRUE(parked(&f, &out, 0, w));
 	ASSERT_EQ(0, rbln_test_submit_hung_nop(f.dev, f.queue, &nop, rbln_test_dev_name(0),
 					       &hung));
-	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
+	ASSERT_EQ(0, rbln_test_mover_start(&m, word.cpu, rbln_test_ms(100), 0));
 	usleep((job_ms + job_ms / 2) * 1000);
 	EXPECT_TRUE(rbln_test_pending(f.dev, w));
-	mover_stop(&m);
+	rbln_test_mover_stop(&m);
 	word_set(word.cpu, FAR);
 	EXPECT_EQ(1, file_wait(&f, w, 2000));
 	t0 = rbln_test_now_ms();
@@ -1795,7 +1750,7 @@ TEST(moving_wait_keeps_nothing_else)
 	ASSERT_EQ(0, rbln_drm_bo_info(f.dev, bos[0], &info));
 	end = wait_emit(&f, 0, out.va, 0, info.va, FAR);
 	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
-	ASSERT_EQ(0, mover_start(&m, moving, rbln_test_ms(100), 0));
+	ASSERT_EQ(0, rbln_test_mover_start(&m, moving, rbln_test_ms(100), 0));
 	usleep((job_ms + job_ms / 2) * 1000);
 	EXPECT_TRUE(rbln_test_pending(f.dev, w));
 	rbln_test_buf_free(f.dev, &word);
@@ -1803,7 +1758,7 @@ TEST(moving_wait_keeps_nothing_else)
 	t0 = rbln_test_now_ms();
 	file_close(&f);
 	t = rbln_test_now_ms();
-	mover_stop(&m);
+	rbln_test_mover_stop(&m);
 	munmap(moving, 4096);
 	close(memfd);
 	close(udma);
@@ -1820,13 +1775,13 @@ TEST(moving_wait_keeps_nothing_else)
 	ASSERT_EQ(0, file_open_victim(&f, &vic, 4096));
 	moving_wait_new(_metadata, &f, &word, &out, bos, &end);
 	ASSERT_EQ(0, submit_at(&f, f.queue, 0, end, bos, 2, &w));
-	ASSERT_EQ(0, mover_start(&m, word.cpu, rbln_test_ms(100), 0));
+	ASSERT_EQ(0, rbln_test_mover_start(&m, word.cpu, rbln_test_ms(100), 0));
 	usleep((job_ms + job_ms / 2) * 1000);
 	EXPECT_TRUE(rbln_test_pending(f.dev, w));
 	ASSERT_EQ(0, drmSyncobjExportSyncFile(rbln_drm_fd(f.dev), w, &sync_fd));
 	ASSERT_EQ(0, pthread_create(&th, NULL, del_device, &del));
 	ASSERT_EQ(0, pthread_join(th, NULL));
-	mover_stop(&m);
+	rbln_test_mover_stop(&m);
 	EXPECT_EQ(0, del.ret);
 	TH_LOG("removal with a moving WAIT took %lld ms", (long long)del.ms);
 	EXPECT_GE(2 * job_ms, del.ms);

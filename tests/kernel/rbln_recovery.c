@@ -613,54 +613,68 @@ static bool blocked_in_ioctl(pid_t pid, int fd, unsigned long request)
  * unless the task is killed meanwhile: then the jobs still in it end with
  * -ESRCH once what they wait for has signaled, and they are not counted in
  * FAILED_JOBS, since they never ran. Here a child sharing the file
- * destroys a queue whose job waits for one that hangs and then signals
- * slowly, and is killed while it waits.
+ * destroys a queue whose job waits for a WAIT on another queue, and is
+ * killed while it waits. The test moves the WAIT's word so that the
+ * device keeps it past the job timeout, and releases it only after the
+ * kill: however late the child or this process runs, the kill lands in
+ * the wait. The job waits for the WAIT through a timeline point, as for
+ * another driver's fence: on the WAIT's own ring, the scheduler would
+ * let it go to the device as soon as the WAIT had.
  */
 TEST_F(recovery, killed_queue_destroy_drops_waiting_jobs_uncounted)
 {
-	struct drm_rbln_sync hung = { 0 }, dropped = { 0 };
-	const char *name = rbln_test_dev_name(0);
+	struct drm_rbln_sync held = { 0 }, dropped = { 0 }, point = { .point = 1 };
 	int fd = rbln_drm_fd(self->a.dev), wstatus;
+	struct rbln_test_mover mover;
+	struct rbln_test_buf word;
 	long long deadline;
 	struct rbln_drm_cmd c;
+	uint32_t queue, bos[2];
 	uint64_t failed;
-	uint32_t queue;
 	pid_t pid;
 
+	ASSERT_EQ(0, rbln_test_buf_new(self->a.dev, 4096, RBLN_BO_HOST, 0, &word));
+	bos[0] = self->a.cmd.handle;
+	bos[1] = word.handle;
 	ASSERT_EQ(0, rbln_drm_queue_create(self->a.dev, RBLN_QUEUE_PRIORITY_NORMAL, &queue));
-	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &hung.handle));
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &held.handle));
 	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &dropped.handle));
+	ASSERT_EQ(0, drmSyncobjCreate(fd, 0, &point.handle));
 	rbln_drm_cmd_init(&c, self->a.cmd.cpu, self->a.cmd.size);
-	ASSERT_EQ(0, rbln_drm_cmd_nop(&c));
-	ASSERT_EQ(0, inject(name, "hang"));
-	ASSERT_EQ(0, inject(name, "slow_signal"));
+	ASSERT_EQ(0, rbln_drm_cmd_wait(&c, word.va, UINT64_MAX >> 1));
+	ASSERT_EQ(0, rbln_test_mover_start(&mover, word.cpu, rbln_test_ms(50), 0));
 	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, self->a.queue, self->a.cmd.va, c.len,
-				     &self->a.cmd.handle, 1, NULL, 0, &hung));
+				     bos, 2, NULL, 0, &held));
+	ASSERT_EQ(0, drmSyncobjTransfer(fd, point.handle, point.point, held.handle, 0, 0));
 	ASSERT_EQ(0, rbln_drm_submit(self->a.dev, queue, self->a.cmd.va, c.len,
-				     &self->a.cmd.handle, 1, &hung, 1, &dropped));
+				     bos, 2, &point, 1, &dropped));
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid)
 		_exit(rbln_drm_queue_destroy(self->a.dev, queue) ? 1 : 0);
-	/* Killed where it waits: the hung job holds it for a second and a half. */
-	deadline = rbln_test_now_ms() + rbln_test_ms(1000);
+	deadline = rbln_test_now_ms() + rbln_test_ms(10000);
 	while (!blocked_in_ioctl(pid, fd, DRM_IOCTL_RBLN_QUEUE_DESTROY) &&
 	       rbln_test_now_ms() < deadline)
 		usleep(1000);
 	EXPECT_TRUE(blocked_in_ioctl(pid, fd, DRM_IOCTL_RBLN_QUEUE_DESTROY));
-	/* Else the child came too late, and what follows tests nothing. */
-	EXPECT_EQ(-ETIME, drmSyncobjWait(fd, &hung.handle, 1, 0, 0, NULL));
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	ASSERT_EQ(pid, waitpid(pid, &wstatus, 0));
 	EXPECT_TRUE(WIFSIGNALED(wstatus));
+	/* Dropped only once what it waits for has signaled. */
+	EXPECT_TRUE(rbln_test_pending(self->a.dev, held.handle));
+	EXPECT_TRUE(rbln_test_pending(self->a.dev, dropped.handle));
+	rbln_test_mover_stop(&mover);
+	__atomic_store_n((uint64_t *)word.cpu, UINT64_MAX >> 1, __ATOMIC_RELEASE);
+	EXPECT_EQ(1, rbln_test_sync_status(self->a.dev, held.handle, 20000));
 	EXPECT_EQ(-ESRCH, rbln_test_sync_status(self->a.dev, dropped.handle, 20000));
-	EXPECT_EQ(-ETIMEDOUT, rbln_test_sync_status(self->a.dev, hung.handle, 20000));
 	EXPECT_EQ(0, rbln_drm_get_param(self->a.dev, RBLN_PARAM_FAILED_JOBS, &failed));
-	EXPECT_EQ(1, failed);
+	EXPECT_EQ(0, failed);
 	/* The child took the queue with it. */
 	EXPECT_EQ(-ENOENT, rbln_drm_queue_destroy(self->a.dev, queue));
-	drmSyncobjDestroy(fd, hung.handle);
+	drmSyncobjDestroy(fd, held.handle);
 	drmSyncobjDestroy(fd, dropped.handle);
+	drmSyncobjDestroy(fd, point.handle);
+	rbln_test_buf_free(self->a.dev, &word);
 	EXPECT_EQ(1, ctx_check(&self->a, 13));
 }
 

@@ -18,6 +18,7 @@
 #include <linux/sync_file.h>
 #include <linux/udmabuf.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -589,6 +590,54 @@ static inline int rbln_test_submit_hung_nop(struct rbln_drm_device *dev, uint32_
 	       rbln_drm_cmd_nop(&c) ?:
 	       rbln_dev_debugfs_write(name, "inject", "hang") ?:
 	       rbln_drm_submit(dev, queue, nop->va, c.len, &nop->handle, 1, NULL, 0, hung);
+}
+
+/*
+ * A host thread moving a WAIT's 64-bit word, as a collective's MPI
+ * progress thread does: the device keeps such a WAIT past the job timeout
+ * (up to wait_timeout_ms). It writes one more every @period_ms, from 1,
+ * until @until_ms (rbln_test_now_ms()), or until stopped if 0.
+ */
+struct rbln_test_mover {
+	uint64_t *word;
+	int64_t period_ms;
+	int64_t until_ms;
+	volatile int stop;
+	int64_t last_ms;	/* when it last wrote */
+	unsigned int writes;
+	pthread_t thread;
+};
+
+static inline void *rbln_test_mover_run(void *p)
+{
+	struct rbln_test_mover *m = p;
+
+	while (!m->stop && (!m->until_ms || rbln_test_now_ms() < m->until_ms)) {
+		usleep(m->period_ms * 1000);
+		if (m->stop)
+			break;
+		__atomic_store_n(m->word, ++m->writes, __ATOMIC_RELEASE);
+		m->last_ms = rbln_test_now_ms();
+	}
+	return NULL;
+}
+
+/* Starts @m moving @word every @period_ms for @for_ms, or until stopped if 0. */
+static inline int rbln_test_mover_start(struct rbln_test_mover *m, void *word,
+					int64_t period_ms, int64_t for_ms)
+{
+	memset(m, 0, sizeof(*m));
+	m->word = word;
+	m->period_ms = period_ms;
+	m->until_ms = for_ms ? rbln_test_now_ms() + for_ms : 0;
+	m->last_ms = rbln_test_now_ms();
+	return pthread_create(&m->thread, NULL, rbln_test_mover_run, m);
+}
+
+static inline void rbln_test_mover_stop(struct rbln_test_mover *m)
+{
+	m->stop = 1;
+	pthread_join(m->thread, NULL);
 }
 
 /* Whether the fence of @syncobj has not signaled yet, asked without waiting. */
