@@ -211,7 +211,7 @@ static int64_t now_ns(void)
 
 /*
  * The one place a rank waits for others: completes @n requests of @reqs
- * by polling, until @timeout_ms have passed. @peers[i] is the rank that
+ * by polling (rbln_comm_poll_pause()), until @timeout_ms have passed. @peers[i] is the rank that
  * request i exchanges with, or -1 for one with no single peer (a
  * collective of the caller's communicator). On a timeout, or an MPI error
  * that leaves requests behind, the requests MPI still has are moved to
@@ -227,7 +227,7 @@ static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeou
 	int done = 0, err, i, j, k, nnamed = 0, len = 0;
 	char ranks[160] = "", msg[MPI_MAX_ERROR_STRING];
 
-	int64_t t, beat_at = now_ns() + BEAT_NS;
+	int64_t t, start = now_ns(), beat_at = start + BEAT_NS;
 
 	*left = 0;
 	for (;;) {
@@ -241,6 +241,7 @@ static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeou
 			heartbeat(beat);
 			beat_at = t + BEAT_NS;
 		}
+		rbln_comm_poll_pause(t - start);
 	}
 	/* Those still in MPI's hands, and the ranks they wait for. */
 	for (i = 0, j = 0; i < n; i++) {

@@ -7,7 +7,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "rbln_comm_args.h"
 #include "rbln_internal.h"
@@ -174,4 +176,25 @@ rbln_status rbln_comm_env_timeout(int64_t *ms, const char *fn)
 				 fn, v);
 	*ms = t;
 	return RBLN_OK;
+}
+
+/*
+ * A rank polls MPI while others are late, which can be long: a peer still
+ * computing, or one of the ranks sharing this host's CPUs with it (and the
+ * asynchronous collectives' progress thread shares it with its caller).
+ * Past the first tens of microseconds, where an answer is usually already
+ * on its way, a rank polling flat out only delays those it waits for.
+ */
+#define SPIN_NS		20000ll
+#define YIELD_NS	2000000ll
+#define NAP_NS		50000
+
+void rbln_comm_poll_pause(int64_t waited_ns)
+{
+	struct timespec nap = { 0, NAP_NS };
+
+	if (waited_ns >= YIELD_NS)
+		nanosleep(&nap, NULL);
+	else if (waited_ns >= SPIN_NS)
+		sched_yield();
 }

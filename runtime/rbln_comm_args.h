@@ -78,4 +78,10 @@ rbln_status rbln_comm_mpi_fail(const char *fn, const char *call, int err);
 /* RBLN_COMM_TIMEOUT_MS in *@ms (a whole number above 0), or the default without it. */
 rbln_status rbln_comm_env_timeout(int64_t *ms, const char *fn);
 
+/*
+ * Between two polls of MPI by a rank that has waited @waited_ns for the
+ * others: nothing at first, for latency, then sched_yield(), then a nap.
+ */
+void rbln_comm_poll_pause(int64_t waited_ns);
+
 #endif /* RBLN_COMM_ARGS_H */

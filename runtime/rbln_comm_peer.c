@@ -796,16 +796,15 @@ bool rbln_peer_is_local(const struct rbln_peer *p)
 /* MPI ranks on one host                                               */
 
 /*
- * Completes the @n requests of p->reqs by polling, within the timeout. On
- * a timeout the peer path is broken for good: MPI keeps the requests and
- * their buffers, which stay allocated.
+ * Completes the @n requests of @reqs by polling (rbln_comm_poll_pause()):
+ * 0, MPI's error, or -1 after @timeout seconds.
  */
-/* Completes the @n requests of @reqs by polling: 0, MPI's error, or -1 after @timeout seconds. */
 static int poll_reqs(MPI_Request *reqs, int n, double timeout)
 {
-	struct timespec until, now;
+	struct timespec start, until, now;
 	int done = 0, err;
 
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	deadline_of(timeout, &until);
 	for (;;) {
 		err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
@@ -815,8 +814,15 @@ static int poll_reqs(MPI_Request *reqs, int n, double timeout)
 		if (now.tv_sec > until.tv_sec ||
 		    (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec))
 			return -1;
+		rbln_comm_poll_pause((now.tv_sec - start.tv_sec) * 1000000000ll +
+				     now.tv_nsec - start.tv_nsec);
 	}
 }
+
+/*
+ * On a timeout the peer path is broken for good: MPI keeps the requests
+ * and their buffers, which stay allocated.
+ */
 
 static rbln_status pwait(struct rbln_peer *p, int n, const char *fn, const char *what)
 {
