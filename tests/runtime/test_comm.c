@@ -77,6 +77,7 @@ static bool die_at_peer_exchange;
  * hosts: every collective staged through the host.
  */
 static bool staged_run;
+static bool two_hosts;		/* the ranks are not all on one host */
 
 __attribute__((constructor)) static void read_peer_env(void)
 {
@@ -1267,7 +1268,8 @@ int main(int argc, char **argv)
 	MPI_Comm_size(local, &i);
 	MPI_Comm_free(&local);
 	/* Ranks on several hosts (test_comm_two_guests): the library stages by itself. */
-	if (i != nranks)
+	two_hosts = i != nranks;
+	if (two_hosts)
 		staged_run = true;
 	live = MPI_COMM_WORLD;
 	MPI_Comm_split(MPI_COMM_WORLD, rank != 1 ? 0 : MPI_UNDEFINED, rank, &three);
@@ -1291,6 +1293,18 @@ int main(int argc, char **argv)
 		if (cases[i].fn == test_returns_before_the_others && !async_run) {
 			if (!rank)
 				printf("ok %d %s # SKIP synchronous: a call waits for the others\n",
+				       i + 1, cases[i].name);
+			continue;
+		}
+		/*
+		 * A minute under TCG: the peer path's run and the asynchronous
+		 * one in one guest take it; the staged pipeline's buffers are
+		 * reused from the third chunk on, as two_reduce_chunks() has.
+		 */
+		if (cases[i].fn == test_all_reduce_large && staged_run &&
+		    (!async_run || two_hosts)) {
+			if (!rank)
+				printf("ok %d %s # SKIP run by test_comm and test_comm_async\n",
 				       i + 1, cases[i].name);
 			continue;
 		}
