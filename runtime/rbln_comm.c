@@ -211,12 +211,12 @@ static int64_t now_ns(void)
 
 /*
  * The one place a rank waits for others: completes @n requests of @reqs
- * by polling (rbln_comm_poll_pause()), until @timeout_ms have passed. @peers[i] is the rank that
- * request i exchanges with, or -1 for one with no single peer (a
- * collective of the caller's communicator). On a timeout, or an MPI error
- * that leaves requests behind, the requests MPI still has are moved to
- * the front of @reqs, *@left gets their count and the status says what
- * happened: which ranks did not answer, during @what.
+ * by polling (rbln_comm_poll_pause()), until @timeout_ms have passed.
+ * @peers[i] is the rank that request i exchanges with, or -1 for one
+ * with no single peer (a collective of the caller's communicator). On a
+ * timeout, or an MPI error that leaves requests behind, the requests MPI
+ * still has are moved to the front of @reqs, *@left gets their count and
+ * the status says what happened: which ranks did not answer, during @what.
  */
 static rbln_status wait_all(MPI_Request *reqs, int *peers, int n, int64_t timeout_ms,
 			    uint64_t *beat, const char *fn, const char *what, int *left)

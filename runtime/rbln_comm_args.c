@@ -6,8 +6,8 @@
  */
 
 #include <errno.h>
-#include <stdio.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
